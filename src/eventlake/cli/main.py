@@ -1,0 +1,164 @@
+"""The ``eventlake`` click group. Commands are thin: parse, load settings, call one function, render."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from eventlake import __version__
+from eventlake.config import DATE_PARTITIONS, Settings, add_source, load_settings, write_initial_config
+from eventlake.errors import EventLakeError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """Turn an :class:`EventLakeError` into a one-line message on stderr and its exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except EventLakeError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Context:
+    def __init__(self, config: str | None) -> None:
+        self.config = config
+        self._settings: Settings | None = None
+
+    def settings(self, **collector: Any) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config)
+        overrides = {k: v for k, v in collector.items() if v is not None}
+        if overrides:
+            return dataclasses.replace(
+                self._settings, collector=dataclasses.replace(self._settings.collector, **overrides)
+            )
+        return self._settings
+
+
+pass_context = click.make_pass_decorator(Context)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    envvar="EVENTLAKE_CONFIG",
+    type=click.Path(dir_okay=False),
+    help="Config file (default ./eventlake.toml, or $EVENTLAKE_CONFIG).",
+)
+@click.version_option(__version__, prog_name="eventlake")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None) -> None:
+    """eventlake: a self-hosted Segment Data Lakes.
+
+    \b
+    Collect Segment events over HTTP, archive them raw, and sync them with Spark into
+    a Hive-cataloged Parquet lake you can query with SQL.
+
+    \b
+    Quick start:
+      eventlake init ./mylake && cd mylake
+      eventlake sources add web --write-key wk_web
+      eventlake up --port 8088
+    """
+    ctx.obj = Context(config)
+
+
+@cli.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False))
+@handle_errors
+def init(directory: str) -> None:
+    """Write DIRECTORY/eventlake.toml with embedded defaults (lake in DIRECTORY/lake).
+
+    \b
+    Example:
+      eventlake init ./mylake
+    """
+    path = write_initial_config(Path(directory))
+    click.echo(f"wrote {path}")
+    click.echo("next: cd into it, then `eventlake sources add SLUG` and `eventlake up`")
+
+
+@cli.group()
+def sources() -> None:
+    """Manage sources (each has a slug, a generated source id and a write key)."""
+
+
+@sources.command("add")
+@click.argument("slug")
+@click.option("--write-key", help="The source's write key (default: a random one).")
+@click.option("--database", help="Catalog database for its tables (default: the slug).")
+@click.option("--table-prefix", default="", help="Prefix for its table names.")
+@click.option("--date-partition", type=click.Choice(DATE_PARTITIONS), default="day-hour", show_default=True)
+@pass_context
+@handle_errors
+def sources_add(
+    ctx: Context, slug: str, write_key: str | None, database: str | None, table_prefix: str, date_partition: str
+) -> None:
+    """Add a source to eventlake.toml.
+
+    \b
+    Example:
+      eventlake sources add web --write-key wk_web
+    """
+    from eventlake.config import resolve_config_path
+
+    entry = add_source(resolve_config_path(ctx.config), slug, write_key, database, table_prefix, date_partition)
+    click.echo(f"added source {entry['slug']}: id {entry['id']}, write key {entry['write_key']}, "
+               f"database {entry['database']}")
+
+
+@sources.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@pass_context
+@handle_errors
+def sources_list(ctx: Context, fmt: str) -> None:
+    """List the configured sources.
+
+    \b
+    Example:
+      eventlake sources list --format json
+    """
+    from eventlake.cli.render import render
+
+    rows = [
+        {"slug": s.slug, "id": s.id, "database": s.database, "table_prefix": s.table_prefix,
+         "date_partition": s.date_partition}
+        for s in ctx.settings().sources
+    ]
+    render(["slug", "id", "database", "table_prefix", "date_partition"], rows, fmt)
+
+
+@cli.command()
+@click.option("--host", help="Interface to listen on (default [collector] host).")
+@click.option("--port", type=int, help="Port to listen on (default [collector] port).")
+@pass_context
+@handle_errors
+def serve(ctx: Context, host: str | None, port: int | None) -> None:
+    """Run the Segment-compatible collector until SIGTERM or Ctrl-C.
+
+    \b
+    Example:
+      eventlake serve --port 8088 &
+      curl -u wk_web: -H 'Content-Type: application/json' \\
+           -d '{"userId":"u1","event":"Signed Up"}' http://127.0.0.1:8088/v1/track
+    """
+    from eventlake.collect import run_collector
+
+    run_collector(ctx.settings(host=host, port=port))
+
+
+def main() -> None:
+    cli(prog_name="eventlake")

@@ -1,0 +1,38 @@
+"""Settings: typed, frozen sections loaded once from ``eventlake.toml`` and the environment.
+
+Precedence: defaults < ``eventlake.toml`` < environment (``EVENTLAKE__SECTION__KEY``) < CLI flags
+(applied by the caller with :func:`dataclasses.replace`). Settings are passed down explicitly.
+"""
+
+from eventlake.config.loader import CONFIG_ENV, CONFIG_FILE, load_settings, resolve_config_path
+from eventlake.config.settings import (
+    DATE_PARTITIONS,
+    CatalogSettings,
+    CollectorSettings,
+    LakeSettings,
+    Secret,
+    Settings,
+    SourceSettings,
+    SparkSettings,
+    SyncSettings,
+)
+from eventlake.config.writer import add_source, new_source_id, write_initial_config
+
+__all__ = [
+    "CONFIG_ENV",
+    "CONFIG_FILE",
+    "DATE_PARTITIONS",
+    "CatalogSettings",
+    "CollectorSettings",
+    "LakeSettings",
+    "Secret",
+    "Settings",
+    "SourceSettings",
+    "SparkSettings",
+    "SyncSettings",
+    "add_source",
+    "load_settings",
+    "new_source_id",
+    "resolve_config_path",
+    "write_initial_config",
+]

@@ -1,0 +1,234 @@
+"""Load and validate ``eventlake.toml``; every error names the bad setting and the fix."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from eventlake.config.settings import (
+    DATE_PARTITIONS,
+    CatalogSettings,
+    CollectorSettings,
+    LakeSettings,
+    Secret,
+    Settings,
+    SourceSettings,
+    SparkSettings,
+    SyncSettings,
+)
+from eventlake.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CONFIG_FILE = "eventlake.toml"
+CONFIG_ENV = "EVENTLAKE_CONFIG"
+ENV_PREFIX = "EVENTLAKE__"
+
+SLUG = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+IDENTIFIER = re.compile(r"^[a-z0-9_]{0,64}$")
+WRITE_KEY = re.compile(r"^[A-Za-z0-9_\-.]{1,200}$")
+SOURCE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+CATALOG_KINDS = ("hive",)
+
+_SIMPLE_SECTIONS = {
+    "catalog": CatalogSettings,
+    "spark": SparkSettings,
+    "collector": CollectorSettings,
+    "sync": SyncSettings,
+}
+
+
+def resolve_config_path(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None) -> Path:
+    """The config file to use: the given path, else ``$EVENTLAKE_CONFIG``, else ``./eventlake.toml``."""
+    environ = os.environ if environ is None else environ
+    chosen = path or environ.get(CONFIG_ENV) or CONFIG_FILE
+    return Path(chosen).expanduser().resolve()
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read, merge and validate the settings. Raises :class:`ConfigError` naming the bad setting."""
+    environ = os.environ if environ is None else environ
+    config_path = resolve_config_path(path, environ)
+    if not config_path.is_file():
+        raise ConfigError(
+            "config", f"no config file at {config_path}", "run `eventlake init DIR` or pass --config PATH"
+        )
+    try:
+        raw = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(config_path), f"not valid TOML: {exc}") from None
+    _apply_environment(raw, environ)
+    return parse_settings(raw, config_path)
+
+
+def parse_settings(raw: Mapping[str, Any], config_path: Path) -> Settings:
+    known = {"lake", "sources", *_SIMPLE_SECTIONS}
+    for key in raw:
+        if key not in known:
+            raise ConfigError(key, "unknown section", f"valid sections: {', '.join(sorted(known))}")
+    base = config_path.parent
+    lake_raw = _table(raw, "lake")
+    _reject_unknown("lake", lake_raw, {"root", "state_dir"})
+    lake = LakeSettings(
+        root=_path(base, _typed("lake.root", lake_raw.get("root", "lake"), str)),
+        state_dir=_path(base, _typed("lake.state_dir", lake_raw.get("state_dir", ".eventlake"), str)),
+    )
+    sections = {name: _section(name, cls, _table(raw, name)) for name, cls in _SIMPLE_SECTIONS.items()}
+    _validate_sections(sections)
+    sources = _sources(raw.get("sources", []))
+    return Settings(path=config_path, lake=lake, sources=sources, **sections)
+
+
+def _validate_sections(sections: dict[str, Any]) -> None:
+    catalog, collector, sync = sections["catalog"], sections["collector"], sections["sync"]
+    if catalog.kind not in CATALOG_KINDS:
+        raise ConfigError("catalog.kind", f"{catalog.kind!r} is not supported", f"use one of {CATALOG_KINDS}")
+    if not IDENTIFIER.match(catalog.database_prefix):
+        raise ConfigError("catalog.database_prefix", f"{catalog.database_prefix!r}", "use [a-z0-9_] only")
+    if not 0 < collector.port < 65536:
+        raise ConfigError("collector.port", f"{collector.port} is not a TCP port", "use 1-65535")
+    if collector.seal_max_bytes < 1024:
+        raise ConfigError("collector.seal_max_bytes", f"{collector.seal_max_bytes} is too small", "use >= 1024")
+    if collector.seal_max_age_seconds <= 0:
+        raise ConfigError("collector.seal_max_age_seconds", "must be > 0")
+    if sync.interval_seconds < 1:
+        raise ConfigError("sync.interval_seconds", f"{sync.interval_seconds} is below 1 second")
+
+
+def _sources(raw_sources: Any) -> tuple[SourceSettings, ...]:
+    if not isinstance(raw_sources, list):
+        raise ConfigError("sources", "must be an array of tables", "write each source as [[sources]]")
+    sources: list[SourceSettings] = []
+    names = {f.name for f in fields(SourceSettings)}
+    for index, item in enumerate(raw_sources):
+        where = f"sources[{index}]"
+        if not isinstance(item, dict):
+            raise ConfigError(where, "must be a table")
+        _reject_unknown(where, item, names)
+        for required in ("slug", "id", "write_key"):
+            if required not in item:
+                raise ConfigError(f"{where}.{required}", "is missing")
+        slug = _typed(f"{where}.slug", item["slug"], str)
+        where = f"sources.{slug}"
+        if not SLUG.match(slug):
+            raise ConfigError(f"{where}.slug", f"{slug!r} is not a valid slug", "use [a-z][a-z0-9_]*, at most 63")
+        source = SourceSettings(
+            slug=slug,
+            id=_typed(f"{where}.id", item["id"], str),
+            write_key=Secret(_typed(f"{where}.write_key", item["write_key"], str)),
+            database=_typed(f"{where}.database", item.get("database", slug), str),
+            table_prefix=_typed(f"{where}.table_prefix", item.get("table_prefix", ""), str),
+            date_partition=_typed(f"{where}.date_partition", item.get("date_partition", "day-hour"), str),
+            partition_by_slug=_typed(f"{where}.partition_by_slug", item.get("partition_by_slug", False), bool),
+            dedupe_window_days=_typed(f"{where}.dedupe_window_days", item.get("dedupe_window_days", 7), int),
+        )
+        _validate_source(where, source)
+        sources.append(source)
+    _reject_duplicates(sources)
+    return tuple(sources)
+
+
+def _validate_source(where: str, source: SourceSettings) -> None:
+    if not SOURCE_ID.match(source.id):
+        raise ConfigError(f"{where}.id", f"{source.id!r} is not a valid source id", "use [A-Za-z0-9_-]")
+    if not WRITE_KEY.match(source.write_key.reveal()):
+        raise ConfigError(f"{where}.write_key", "is empty or has characters outside [A-Za-z0-9_-.]")
+    if not SLUG.match(source.database):
+        raise ConfigError(f"{where}.database", f"{source.database!r} is not a valid name", "use [a-z][a-z0-9_]*")
+    if not IDENTIFIER.match(source.table_prefix):
+        raise ConfigError(f"{where}.table_prefix", f"{source.table_prefix!r}", "use [a-z0-9_] only")
+    if source.date_partition not in DATE_PARTITIONS:
+        raise ConfigError(
+            f"{where}.date_partition", f"{source.date_partition!r}", f"use one of {', '.join(DATE_PARTITIONS)}"
+        )
+    if not 0 < source.dedupe_window_days <= 3650:
+        raise ConfigError(f"{where}.dedupe_window_days", f"{source.dedupe_window_days}", "use 1-3650")
+
+
+def _reject_duplicates(sources: list[SourceSettings]) -> None:
+    for attr, label in (("slug", "slug"), ("id", "id"), ("write_key", "write_key"), ("database", "database")):
+        seen: set[object] = set()
+        for source in sources:
+            value = getattr(source, attr)
+            if value in seen:
+                shown = "(hidden)" if attr == "write_key" else repr(value)
+                raise ConfigError(f"sources.{source.slug}.{label}", f"{shown} is used by two sources")
+            seen.add(value)
+
+
+def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
+    specs = {f.name: f for f in fields(cls)}
+    _reject_unknown(name, raw, set(specs))
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        default = specs[key].default
+        if key == "conf":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{name}.conf", "must be a table of spark.* settings")
+            values[key] = tuple((str(k), _conf_value(v)) for k, v in sorted(value.items()))
+        elif isinstance(default, bool):
+            values[key] = _typed(f"{name}.{key}", value, bool)
+        elif isinstance(default, float):
+            values[key] = float(_typed(f"{name}.{key}", value, (int, float)))
+        else:
+            values[key] = _typed(f"{name}.{key}", value, type(default))
+    return cls(**values)
+
+
+def _conf_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _typed(setting: str, value: Any, expected: type | tuple[type, ...]) -> Any:
+    ok = isinstance(value, expected) and not (isinstance(value, bool) and expected in (int, (int, float)))
+    if not ok:
+        names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
+        raise ConfigError(setting, f"{value!r} is a {type(value).__name__}", f"expected a {names}")
+    return value
+
+
+def _table(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = raw.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(name, "must be a table", f"write it as [{name}]")
+    return value
+
+
+def _reject_unknown(where: str, raw: Mapping[str, Any], known: set[str]) -> None:
+    for key in raw:
+        if key not in known:
+            raise ConfigError(f"{where}.{key}", "unknown setting", f"valid: {', '.join(sorted(known))}")
+
+
+def _path(base: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def _apply_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
+    """``EVENTLAKE__SECTION__KEY=value`` overrides ``[section] key``; values are read as TOML."""
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = name[len(ENV_PREFIX) :].lower().split("__")
+        if len(parts) != 2 or not all(parts):
+            raise ConfigError(name, "environment overrides look like EVENTLAKE__SECTION__KEY")
+        section, key = parts
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        table = raw.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(name, f"[{section}] is not a table")
+        table[key] = value

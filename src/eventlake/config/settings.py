@@ -1,0 +1,101 @@
+"""The settings sections. Every field here is documented in README.md (a test checks it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DATE_PARTITIONS = ("day-hour", "year-month-day-hour", "year-month-day", "day")
+
+
+class Secret:
+    """A secret value (write key, password) that never shows in logs or reprs."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True)
+class LakeSettings:
+    root: Path  # the lake root (raw archive, lake data, reports, durable sync state)
+    state_dir: Path  # local state: collector spool, embedded metastore, Spark warehouse, locks
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    kind: str = "hive"  # hive (embedded Derby by default)
+    database_prefix: str = ""  # prepended to every source's database name
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[*]"
+    driver_memory: str = "1g"
+    conf: tuple[tuple[str, str], ...] = ()  # extra spark.* settings, applied last
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    host: str = "127.0.0.1"
+    port: int = 8088
+    seal_max_bytes: int = 64 * 1024 * 1024
+    seal_max_age_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    interval_seconds: float = 900.0  # how often `eventlake up` runs a sync
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    slug: str
+    id: str
+    write_key: Secret
+    database: str
+    table_prefix: str = ""
+    date_partition: str = "day-hour"
+    partition_by_slug: bool = False
+    dedupe_window_days: int = 7
+
+
+@dataclass(frozen=True)
+class Settings:
+    path: Path | None  # the eventlake.toml these came from (None: defaults only)
+    lake: LakeSettings
+    catalog: CatalogSettings = field(default_factory=CatalogSettings)
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    collector: CollectorSettings = field(default_factory=CollectorSettings)
+    sync: SyncSettings = field(default_factory=SyncSettings)
+    sources: tuple[SourceSettings, ...] = ()
+
+    def source(self, slug: str) -> SourceSettings:
+        for source in self.sources:
+            if source.slug == slug:
+                return source
+        from eventlake.errors import UsageError
+
+        known = ", ".join(s.slug for s in self.sources) or "none configured"
+        raise UsageError(f"unknown source {slug!r} (known: {known}; add one with `eventlake sources add`)")
+
+    def source_by_write_key(self, write_key: str) -> SourceSettings | None:
+        for source in self.sources:
+            if source.write_key.reveal() == write_key:
+                return source
+        return None

@@ -1,0 +1,93 @@
+"""Write ``eventlake.toml``: the commented initial file and appended ``[[sources]]`` blocks."""
+
+from __future__ import annotations
+
+import secrets
+import string
+from pathlib import Path
+
+import tomli_w
+
+from eventlake.config.loader import CONFIG_FILE, SLUG, WRITE_KEY, load_settings
+from eventlake.errors import ConfigError, UsageError
+
+INITIAL_CONFIG = """\
+# eventlake configuration. Every setting is documented in the README ("Configuration").
+# Relative paths are relative to this file.
+
+[lake]
+root = "lake"              # raw archive (segment-logs/), lake (segment-data/), reports
+state_dir = ".eventlake"   # local state: collector spool, embedded metastore, locks
+
+[catalog]
+kind = "hive"              # Hive metastore on embedded Derby, kept in state_dir
+
+[spark]
+master = "local[*]"
+driver_memory = "1g"
+
+[spark.conf]
+"spark.sql.shuffle.partitions" = "4"
+
+[collector]
+host = "127.0.0.1"
+port = 8088
+seal_max_bytes = 67108864      # seal a spool file into the archive at 64 MB ...
+seal_max_age_seconds = 5.0     # ... or 5 s after its first message
+
+[sync]
+interval_seconds = 900         # `eventlake up` runs a sync this often
+
+# Sources are added with `eventlake sources add SLUG`.
+"""
+
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def new_source_id() -> str:
+    """A Segment-style source id: 10 random letters and digits."""
+    return "".join(secrets.choice(_ALPHABET) for _ in range(10))
+
+
+def write_initial_config(directory: Path) -> Path:
+    """Create ``DIR/eventlake.toml``; refuses to overwrite an existing one."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / CONFIG_FILE
+    if path.exists():
+        raise UsageError(f"{path} already exists; edit it, or choose another directory")
+    path.write_text(INITIAL_CONFIG, encoding="utf-8")
+    return path
+
+
+def add_source(
+    config_path: Path,
+    slug: str,
+    write_key: str | None = None,
+    database: str | None = None,
+    table_prefix: str = "",
+    date_partition: str = "day-hour",
+) -> dict[str, str]:
+    """Append a ``[[sources]]`` block (keeping the file's comments) after validating the result."""
+    settings = load_settings(config_path, environ={})
+    if not SLUG.match(slug):
+        raise ConfigError("slug", f"{slug!r} is not a valid slug", "use [a-z][a-z0-9_]*, at most 63 characters")
+    if any(s.slug == slug for s in settings.sources):
+        raise UsageError(f"source {slug!r} already exists in {config_path}")
+    key = write_key or "wk_" + secrets.token_urlsafe(18).replace("-", "x")
+    if not WRITE_KEY.match(key):
+        raise ConfigError("write_key", "must be 1-200 characters of [A-Za-z0-9_-.]")
+    entry = {"slug": slug, "id": new_source_id(), "write_key": key, "database": database or slug}
+    if table_prefix:
+        entry["table_prefix"] = table_prefix
+    if date_partition != "day-hour":
+        entry["date_partition"] = date_partition
+    text = config_path.read_text(encoding="utf-8")
+    block = "[[sources]]\n" + tomli_w.dumps(entry)
+    new_text = text.rstrip("\n") + "\n\n" + block
+    config_path.write_text(new_text, encoding="utf-8")
+    try:
+        load_settings(config_path, environ={})
+    except ConfigError:
+        config_path.write_text(text, encoding="utf-8")
+        raise
+    return entry

@@ -1,0 +1,12 @@
+"""The Segment message model: types, validation, enrichment and timestamp correction."""
+
+from eventlake.spec.message import (
+    ENDPOINT_TYPES,
+    MAX_MESSAGE_ID,
+    MESSAGE_TYPES,
+    enrich,
+    merge_batch_fields,
+    validate,
+)
+
+__all__ = ["ENDPOINT_TYPES", "MAX_MESSAGE_ID", "MESSAGE_TYPES", "enrich", "merge_batch_fields", "validate"]

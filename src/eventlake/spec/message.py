@@ -1,0 +1,124 @@
+"""Segment Spec messages: what is valid, and what the collector adds on arrival.
+
+Timestamps (Segment's rules): ``receivedAt`` is the server clock on arrival; ``originalTimestamp``
+is the client's ``timestamp`` (or its own ``originalTimestamp``); ``timestamp`` is
+``receivedAt - (sentAt - originalTimestamp)`` when both are known (clock-skew correction), the
+client timestamp when there is no ``sentAt``, and ``receivedAt`` when the client sent none.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from eventlake.timestamps import format_timestamp, parse_timestamp
+
+MESSAGE_TYPES = ("track", "identify", "page", "screen", "group", "alias")
+MAX_MESSAGE_ID = 100
+
+# URL path name -> message type; None for batch endpoints. analytics.js uses the one-letter names.
+ENDPOINT_TYPES: dict[str, str | None] = {
+    **{t: t for t in MESSAGE_TYPES},
+    **{t[0]: t for t in MESSAGE_TYPES},
+    "batch": None,
+    "import": None,
+    "b": None,
+}
+
+_TIMESTAMP_FIELDS = ("timestamp", "originalTimestamp", "sentAt")
+_REQUIRED_BY_TYPE = {"track": ("event",), "group": ("groupId",), "alias": ("previousId", "userId")}
+
+
+def merge_batch_fields(message: Mapping[str, Any], batch: Mapping[str, Any]) -> dict[str, Any]:
+    """A batch message with the batch-level ``context``, ``integrations`` and ``sentAt`` merged in.
+
+    The message's own keys win.
+
+    >>> merge_batch_fields({"context": {"ip": "1.2.3.4"}}, {"context": {"ip": "9.9.9.9", "locale": "nl"}})
+    {'context': {'ip': '1.2.3.4', 'locale': 'nl'}}
+    """
+    merged = dict(message)
+    for key in ("context", "integrations"):
+        shared = batch.get(key)
+        if isinstance(shared, Mapping) and shared:
+            own = merged.get(key)
+            merged[key] = {**shared, **own} if isinstance(own, Mapping) else (own if own else dict(shared))
+    if merged.get("sentAt") is None and batch.get("sentAt") is not None:
+        merged["sentAt"] = batch["sentAt"]
+    return merged
+
+
+def enrich(
+    message: Mapping[str, Any], *, received_at: datetime, source_id: str, endpoint_type: str | None = None
+) -> dict[str, Any]:
+    """The message as the archive keeps it: receivedAt, messageId, timestamps, projectId added.
+
+    ``writeKey`` is removed (it is a secret). Ids sent as numbers become strings. Invalid values
+    are kept as sent, for :func:`validate` to report.
+    """
+    out = {key: value for key, value in message.items() if key != "writeKey"}
+    if endpoint_type is not None:
+        out["type"] = endpoint_type
+    for key in ("userId", "anonymousId", "messageId", "groupId", "previousId"):
+        if isinstance(out.get(key), (int, float)) and not isinstance(out.get(key), bool):
+            out[key] = str(out[key])
+    if not out.get("messageId"):
+        out["messageId"] = str(uuid.uuid4())
+    received = format_timestamp(received_at)
+    out["receivedAt"] = received
+    out["projectId"] = source_id
+
+    client_ts = out.get("timestamp")
+    if client_ts is None:
+        client_ts = out.get("originalTimestamp")
+    if client_ts is not None:
+        out["originalTimestamp"] = client_ts
+    original = parse_timestamp(client_ts)
+    sent = parse_timestamp(out.get("sentAt"))
+    if original is not None and sent is not None:
+        out["timestamp"] = format_timestamp(received_at - (sent - original))
+    elif original is not None:
+        out["timestamp"] = format_timestamp(original)
+    elif client_ts is None:
+        out["timestamp"] = received
+    return out
+
+
+def validate(message: Any) -> str | None:
+    """Why an (enriched) message cannot go into the lake, or None when it can.
+
+    >>> ok = {"type": "track", "userId": "u1", "event": "Signed Up", "messageId": "m1",
+    ...       "receivedAt": "2026-11-22T10:00:00.000Z"}
+    >>> validate(ok) is None
+    True
+    >>> validate({"type": "track", "userId": "u1", "messageId": "m1"})
+    'track message without event'
+    """
+    if not isinstance(message, Mapping):
+        return "message is not a JSON object"
+    kind = message.get("type")
+    if kind not in MESSAGE_TYPES:
+        return f"unknown type {kind!r} (expected one of {', '.join(MESSAGE_TYPES)})"
+    if not _present(message.get("userId")) and not _present(message.get("anonymousId")):
+        return "neither userId nor anonymousId"
+    for key in _REQUIRED_BY_TYPE.get(kind, ()):
+        if not _present(message.get(key)):
+            return f"{kind} message without {key}"
+    message_id = message.get("messageId")
+    if not isinstance(message_id, str) or not message_id:
+        return "messageId is not a string"
+    if len(message_id) > MAX_MESSAGE_ID:
+        return f"messageId longer than {MAX_MESSAGE_ID} characters"
+    for key in _TIMESTAMP_FIELDS:
+        value = message.get(key)
+        if value is not None and parse_timestamp(value) is None:
+            return f"{key} {str(value)[:40]!r} is not an ISO-8601 date-time"
+    if parse_timestamp(message.get("receivedAt")) is None:
+        return "receivedAt missing or invalid"
+    return None
+
+
+def _present(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != ""

@@ -1,0 +1,77 @@
+"""ISO-8601 timestamps as Segment clients send them, and the one format eventlake writes.
+
+Clients send ``Z``, ``+00:00``, ``+0200``, milli-, micro- and nanoseconds, or a space instead of
+``T``. Everything is normalised to timezone-aware UTC ``datetime`` with microsecond precision.
+
+>>> parse_timestamp("2026-11-22T10:47:01.123456789Z").isoformat()
+'2026-11-22T10:47:01.123456+00:00'
+>>> format_timestamp(parse_timestamp("2026-11-22 12:47:01+02:00"))
+'2026-11-22T10:47:01.000Z'
+>>> parse_timestamp("yesterday") is None
+True
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+UTC = timezone.utc
+
+_ISO = re.compile(
+    r"^(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<h>\d{2}):(?P<m>\d{2})(?::(?P<s>\d{2})(?:[.,](?P<frac>\d{1,9}))?)?"
+    r"(?P<tz>Z|z|[+-]\d{2}(?::?\d{2})?)?$"
+)
+
+
+def parse_timestamp(value: object) -> datetime | None:
+    """An ISO-8601 date-time string as an aware UTC datetime, or None when it is not one.
+
+    A date-time without an offset is taken as UTC. Date-only strings are not date-times.
+    """
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    match = _ISO.match(value.strip())
+    if match is None:
+        return None
+    frac = (match["frac"] or "").ljust(6, "0")[:6]
+    try:
+        year, month, day = (int(part) for part in match["date"].split("-"))
+        result = datetime(
+            year, month, day, int(match["h"]), int(match["m"]), int(match["s"] or 0), int(frac), tzinfo=UTC
+        )
+    except ValueError:
+        return None
+    tz = match["tz"]
+    if tz and tz not in ("Z", "z"):
+        sign = 1 if tz[0] == "+" else -1
+        digits = tz[1:].replace(":", "")
+        hours, minutes = int(digits[:2]), int(digits[2:4] or 0)
+        if hours > 23 or minutes > 59:
+            return None
+        try:
+            result -= sign * timedelta(hours=hours, minutes=minutes)
+        except OverflowError:
+            return None
+    return result
+
+
+def format_timestamp(value: datetime) -> str:
+    """The ISO-8601 form eventlake writes: UTC, milliseconds, ``Z`` (as Segment does)."""
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def day_start_ms(value: datetime) -> int:
+    """UTC midnight of ``value``'s day in Unix milliseconds (the raw archive's day folder).
+
+    >>> day_start_ms(parse_timestamp("2019-08-18T13:00:00Z"))
+    1566086400000
+    """
+    value = value.astimezone(UTC)
+    midnight = datetime(value.year, value.month, value.day, tzinfo=UTC)
+    return int(midnight.timestamp()) * 1000
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
