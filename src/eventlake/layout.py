@@ -50,14 +50,24 @@ def archive_relative(lake: Path, path: Path) -> str:
 # lake tables ---------------------------------------------------------------------------------
 
 
+# partition keys of each ``date_partition`` setting, outermost first, with their Java date pattern
+_PARTITION_PATTERNS = {
+    "day-hour": (("day", "yyyy-MM-dd"), ("hr", "HH")),
+    "year-month-day-hour": (("year", "yyyy"), ("month", "MM"), ("day", "dd"), ("hr", "HH")),
+    "year-month-day": (("year", "yyyy"), ("month", "MM"), ("day", "dd")),
+    "day": (("day", "yyyy-MM-dd"),),
+}
+_STRFTIME = {"yyyy-MM-dd": "%Y-%m-%d", "yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H"}
+
+
+def partition_patterns(date_partition: str) -> tuple[tuple[str, str], ...]:
+    """``(key, Java date pattern)`` pairs of a ``date_partition`` setting (for Spark's date_format)."""
+    return _PARTITION_PATTERNS[date_partition]
+
+
 def partition_columns(date_partition: str) -> tuple[str, ...]:
     """The partition keys of a ``date_partition`` setting, outermost first."""
-    return {
-        "day-hour": ("day", "hr"),
-        "year-month-day-hour": ("year", "month", "day", "hr"),
-        "year-month-day": ("year", "month", "day"),
-        "day": ("day",),
-    }[date_partition]
+    return tuple(key for key, _ in _PARTITION_PATTERNS[date_partition])
 
 
 def partition_values(date_partition: str, received_at: datetime) -> tuple[str, ...]:
@@ -70,10 +80,7 @@ def partition_values(date_partition: str, received_at: datetime) -> tuple[str, .
     ('2026', '11', '22')
     """
     t = received_at.astimezone(UTC)
-    parts = {"day": t.strftime("%Y-%m-%d"), "hr": t.strftime("%H")}
-    if date_partition.startswith("year-"):
-        parts = {"year": t.strftime("%Y"), "month": t.strftime("%m"), "day": t.strftime("%d"), "hr": parts["hr"]}
-    return tuple(parts[key] for key in partition_columns(date_partition))
+    return tuple(t.strftime(_STRFTIME[pattern]) for _, pattern in _PARTITION_PATTERNS[date_partition])
 
 
 def source_data_dir(lake: Path, source_dir_name: str) -> Path:
@@ -114,8 +121,12 @@ def schema_file(lake: Path, database: str, table: str) -> Path:
     return lake / DATA / "_state" / "schemas" / database / f"{table}.json"
 
 
+def stage_root(lake: Path, source_id: str) -> Path:
+    return lake / STAGE / source_id
+
+
 def stage_dir(lake: Path, source_id: str, run_id: str) -> Path:
-    return lake / STAGE / source_id / run_id
+    return stage_root(lake, source_id) / run_id
 
 
 # local state -----------------------------------------------------------------------------------
@@ -139,3 +150,59 @@ def lock_file(state: Path, name: str) -> Path:
 
 def log_dir(state: Path) -> Path:
     return state / "logs"
+
+
+# collector spool and archive sealing -----------------------------------------------------------
+
+SPOOL_SUFFIX = ".ndjson"
+SPOOL_LOCK = ".lock"
+
+
+def spool_lock_file(spool: Path) -> Path:
+    """The lock held by the one collector that owns ``spool``."""
+    return spool / SPOOL_LOCK
+
+
+def spool_source_dir(spool: Path, source_id: str) -> Path:
+    return spool / source_id
+
+
+def spool_segment_name(day_ms: int, opened_ms: int, process_token: str, seq: int) -> str:
+    """A spool segment's name without suffix; the sealed archive file keeps it.
+
+    >>> spool_segment_name(1566086400000, 1566090000123, "1a2b3c4d", 7)
+    '1566086400000-1566090000123-1a2b3c4d-000007'
+    """
+    return f"{day_ms}-{opened_ms}-{process_token}-{seq:06d}"
+
+
+def spool_segment_file(spool: Path, source_id: str, name: str) -> Path:
+    """``<spool>/<source-id>/<name>.ndjson``."""
+    return spool / source_id / f"{name}{SPOOL_SUFFIX}"
+
+
+def spool_segment_day_ms(segment_name: str) -> int | None:
+    """The received day (ms) a segment file name was opened for, or None for a foreign file.
+
+    >>> spool_segment_day_ms("1566086400000-1566090000123-1a2b3c4d-000007.ndjson")
+    1566086400000
+    >>> spool_segment_day_ms(".lock") is None
+    True
+    """
+    if not segment_name.endswith(SPOOL_SUFFIX) or segment_name.startswith("."):
+        return None
+    parts = segment_name[: -len(SPOOL_SUFFIX)].split("-")
+    if len(parts) != 4 or not parts[0].isdigit():
+        return None
+    return int(parts[0])
+
+
+def archive_temp_file(lake: Path, source_id: str, day_ms: int, name: str) -> Path:
+    """Where ``archive_file(...)`` is written before its atomic rename: a hidden ``.tmp`` sibling."""
+    final = archive_file(lake, source_id, day_ms, name)
+    return final.with_name(f".{final.name}.tmp")
+
+
+def is_archive_file_name(file_name: str) -> bool:
+    """A sealed archive file (not a hidden temporary one)."""
+    return file_name.endswith(ARCHIVE_SUFFIX) and not file_name.startswith(".")

@@ -160,5 +160,99 @@ def serve(ctx: Context, host: str | None, port: int | None) -> None:
     run_collector(ctx.settings(host=host, port=port))
 
 
+@cli.command()
+@click.option("--source", "sources_", multiple=True, metavar="SLUG", help="Sync only this source (repeatable).")
+@click.option("--no-wait", is_flag=True, help="Exit at once if a sync of the same source is running.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@pass_context
+@handle_errors
+def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> None:
+    """Sync the raw archive into the lake now (a Spark job); prints rows written per table.
+
+    Exits 0 only if every source finished.
+
+    \b
+    Example:
+      eventlake sync
+      eventlake sync --source web --format json
+    """
+    from eventlake.cli.render import render
+    from eventlake.sync import run_sync
+
+    results = run_sync(ctx.settings(), sources_, wait=not no_wait)
+    rows = []
+    for result in results:
+        for table in result.tables:
+            rows.append({
+                "source": result.source, "table": f"{table.database}.{table.table}", "rows": table.rows,
+                "new_columns": ", ".join(f"{n} {t}" for n, t in table.new_columns), "status": result.status,
+            })
+        summary = (f"{result.source}: {result.status}, {result.rows} rows in {len(result.tables)} tables, "
+                   f"{result.duplicates_dropped} duplicates dropped, {result.rejected_messages} messages and "
+                   f"{result.rejected_values} values quarantined, {result.duration_seconds:.1f} s")
+        click.echo(summary + (f" ({result.error})" if result.error else ""), err=True)
+    render(["source", "table", "rows", "new_columns", "status"], rows, fmt)
+    if any(r.status == "Failed" for r in results):
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option("--engine", type=click.Choice(["spark"]), default="spark", show_default=True)
+@pass_context
+@handle_errors
+def sql(ctx: Context, query: str, fmt: str, engine: str) -> None:
+    """Run a SQL query against the lake's catalog (one database per source).
+
+    \b
+    Examples:
+      eventlake sql "SHOW TABLES IN web"
+      eventlake sql "SELECT user_id, properties_revenue FROM web.track_order_completed"
+      eventlake sql --format json "SELECT count(*) AS n FROM web.identify"
+    """
+    from eventlake.cli.render import render
+    from eventlake.query import run_query
+
+    result = run_query(ctx.settings(), query, engine)
+    render(result.columns, result.rows, fmt)
+
+
+@cli.command()
+@click.option("--source", help="Only this source's runs.")
+@click.option("--limit", default=100, show_default=True, help="How many runs to show.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@pass_context
+@handle_errors
+def reports(ctx: Context, source: str | None, limit: int, fmt: str) -> None:
+    """Show the last sync runs: status, rows, new columns, duration.
+
+    \b
+    Example:
+      eventlake reports --source web --limit 10
+    """
+    from eventlake.cli.render import render
+    from eventlake.reports import RUN_COLUMNS, run_history
+
+    render(RUN_COLUMNS, run_history(ctx.settings(), source, limit), fmt)
+
+
+@cli.command()
+@click.option("--host", help="Interface to listen on (default [collector] host).")
+@click.option("--port", type=int, help="Port to listen on (default [collector] port).")
+@pass_context
+@handle_errors
+def up(ctx: Context, host: str | None, port: int | None) -> None:
+    """Run the collector and a sync every [sync] interval_seconds, until SIGTERM or Ctrl-C.
+
+    \b
+    Example:
+      eventlake up --port 8088
+    """
+    from eventlake.scheduler import run_up
+
+    run_up(ctx.settings(host=host, port=port))
+
+
 def main() -> None:
     cli(prog_name="eventlake")

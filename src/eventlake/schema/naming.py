@@ -27,6 +27,7 @@ __all__ = [
     "column_name",
     "is_safe_identifier",
     "segment_type",
+    "short_hash",
     "snake_case",
     "table_name",
 ]
@@ -103,7 +104,7 @@ def snake_case(name: str) -> str:
         if name[idx] not in _ALNUM:
             idx += 1
             continue
-        if out[-1] or len(out) > 1:
+        if len(out) > 1 or out[0]:
             out.append("_")
         idx = _take_word(name, idx, out)
     return "".join(out)
@@ -154,7 +155,7 @@ def column_name(path: Sequence[str]) -> str:
     >>> column_name(["traits", "$$", "email"])
     'traits_email'
     >>> column_name(["$$"])
-    '_e1a14b4e'
+    '_d3dfb9de'
     >>> len(column_name(["x" * 300]))
     250
     """
@@ -175,7 +176,7 @@ def segment_type(message_type: str, event: str | None) -> str:
     >>> segment_type("track", "Order Completed")
     'track_order_completed'
     >>> segment_type("track", "日本語")
-    'track_bbd5fd9c'
+    'track_c12140a0'
     >>> segment_type("batch", None)
     Traceback (most recent call last):
     ...

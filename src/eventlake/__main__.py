@@ -1,0 +1,3 @@
+from eventlake.cli import main
+
+main()

@@ -1,0 +1,72 @@
+"""Errors of the collector's spool; the HTTP app maps them to a status through ``http_status``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eventlake.errors import EventLakeError
+
+
+class SpoolError(EventLakeError):
+    """Something went wrong with the local write-ahead spool."""
+
+    http_status = 503
+    code = "spool_unavailable"
+
+
+class SpoolLockedError(SpoolError):
+    """Another collector already owns this spool directory."""
+
+    exit_code = 2
+    code = "spool_locked"
+
+    def __init__(self, spool_dir: Path, holder: str = "") -> None:
+        who = f" (pid {holder})" if holder else ""
+        super().__init__(
+            f"spool directory {spool_dir} is in use by another eventlake collector{who}; stop it, "
+            "or give this one its own [lake] state_dir",
+            spool_dir=str(spool_dir),
+            holder=holder,
+        )
+        self.spool_dir = spool_dir
+
+
+class SpoolClosedError(SpoolError):
+    """The spool is closing or closed: nothing more is accepted."""
+
+    code = "shutting_down"
+
+    def __init__(self, spool_dir: Path) -> None:
+        super().__init__(
+            f"the collector is shutting down (spool {spool_dir} is closed); retry later",
+            spool_dir=str(spool_dir),
+        )
+
+
+class SpoolWriteError(SpoolError):
+    """Writing or fsyncing a spool segment failed: the messages were not stored."""
+
+    code = "spool_write_failed"
+
+    def __init__(self, segment: Path, problem: str) -> None:
+        super().__init__(
+            f"could not store the messages durably in {segment}: {problem}; retry later",
+            segment=str(segment),
+            problem=problem,
+        )
+
+
+class SpoolBusyError(SpoolError):
+    """More bytes wait for the disk than the spool accepts: the client should retry later."""
+
+    http_status = 429
+    code = "overloaded"
+    retry_after_seconds = 1
+
+    def __init__(self, pending_bytes: int, limit: int) -> None:
+        super().__init__(
+            f"the collector is overloaded ({pending_bytes} bytes wait for the disk, limit {limit}); "
+            f"retry after {self.retry_after_seconds} s",
+            pending_bytes=pending_bytes,
+            limit=limit,
+        )

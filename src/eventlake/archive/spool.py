@@ -1,0 +1,369 @@
+"""The collector's local write-ahead spool: group-committed, fsynced segments, sealed into the archive.
+
+One writer thread owns every open segment. It drains everything queued, writes each source's lines
+to that source's open segment (one per source and received day), fsyncs each touched file once,
+and only then resolves the futures the HTTP handlers await. Full or aged segments are closed and
+handed to one sealer thread, which gzips them into the raw archive (:mod:`eventlake.archive.seal`).
+
+Segment names are ``<day-ms>-<opened-unix-ms>-<process-token>-<seq>.ndjson``: the random token
+makes names unique across processes, and the sealed archive file keeps the name, so recovery
+after a crash never seals the same data twice. An exclusive ``flock`` on ``<spool>/.lock`` keeps a
+second collector out of the same spool directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import logging
+import os
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, fields
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from eventlake import layout
+from eventlake.archive.errors import SpoolBusyError, SpoolClosedError, SpoolLockedError, SpoolWriteError
+from eventlake.archive.seal import Segment, fsync_dir, seal_segment, spool_segments
+
+log = logging.getLogger("eventlake.archive")
+
+_STOP: Any = object()
+_WRITER_TICK_SECONDS = 0.25  # how often the writer looks for aged segments when idle
+_SEALER_TICK_SECONDS = 0.5  # how often the sealer retries segments that failed to seal
+_MAX_GROUP = 10_000  # appends per group commit
+DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SpoolStats:
+    """Counters since the spool was opened (for metrics)."""
+
+    messages: int = 0  # messages stored durably (fsynced, acknowledged)
+    bytes: int = 0  # bytes stored durably, newlines included
+    sealed_files: int = 0  # archive files written (recovered ones included)
+    recovered_segments: int = 0  # segments of a previous process sealed (or found sealed) by recover()
+    write_errors: int = 0  # group commits that failed (their messages were answered 503)
+    seal_errors: int = 0  # failed seal attempts (retried)
+    pending_bytes: int = 0  # bytes queued for the writer right now
+
+
+@dataclass
+class _Append:
+    source_id: str
+    day_ms: int
+    data: bytes
+    count: int
+    future: Future[None]
+
+
+@dataclass
+class _OpenSegment:
+    segment: Segment
+    fd: int
+    size: int
+    opened_at: float  # time.monotonic() of the first write
+
+
+class Spool:
+    """The collector's write-ahead spool under ``spool_dir``, sealing into the archive at ``lake_root``."""
+
+    def __init__(
+        self,
+        spool_dir: Path,
+        lake_root: Path,
+        seal_max_bytes: int,
+        seal_max_age_seconds: float,
+        *,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+    ) -> None:
+        self.spool_dir = spool_dir
+        self.lake_root = lake_root
+        self.seal_max_bytes = seal_max_bytes
+        self.seal_max_age_seconds = seal_max_age_seconds
+        self.max_pending_bytes = max_pending_bytes
+        spool_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _acquire_lock(spool_dir)
+        self.process_token = secrets.token_hex(4)
+        self._seq = itertools.count(1)
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._sealer_queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._open: dict[tuple[str, int], _OpenSegment] = {}
+        self._state = threading.Lock()
+        self._closed = False
+        self._stats: dict[str, int] = {f.name: 0 for f in fields(SpoolStats)}
+        self._writer = threading.Thread(target=self._write_loop, name="eventlake-spool-writer", daemon=True)
+        self._sealer = threading.Thread(target=self._seal_loop, name="eventlake-spool-sealer", daemon=True)
+        self._writer.start()
+        self._sealer.start()
+
+    # public API ---------------------------------------------------------------------------------
+
+    def append(self, source_id: str, lines: Sequence[bytes], received_day_ms: int) -> Future[None]:
+        """Queue ``lines`` (JSON documents without newline) for ``source_id``'s segment of that day.
+
+        The future resolves once the lines are fsynced, or fails with :class:`SpoolWriteError`.
+        Raises :class:`SpoolClosedError` after :meth:`close`, :class:`SpoolBusyError` when overloaded.
+        """
+        if not source_id or source_id.startswith(".") or "/" in source_id:
+            raise ValueError(f"source id {source_id!r} cannot name a spool directory")
+        future: Future[None] = Future()
+        if not lines:
+            future.set_result(None)
+            return future
+        if any(b"\n" in line for line in lines):
+            raise ValueError("spool lines must not contain a newline")
+        data = b"\n".join(lines) + b"\n"
+        with self._state:
+            if self._closed:
+                raise SpoolClosedError(self.spool_dir)
+            pending = self._stats["pending_bytes"]
+            if pending and pending + len(data) > self.max_pending_bytes:
+                raise SpoolBusyError(pending, self.max_pending_bytes)
+            self._stats["pending_bytes"] = pending + len(data)
+            self._queue.put(_Append(source_id, received_day_ms, data, len(lines), future))
+        return future
+
+    def recover(self) -> int:
+        """Seal every segment a previous (crashed) process left in the spool; returns how many.
+
+        A segment that fails to seal now stays in the spool and is retried by the sealer thread.
+        """
+        recovered = 0
+        for segment in spool_segments(self.spool_dir):
+            if segment.process_token == self.process_token:
+                continue
+            if self._seal(segment):
+                recovered += 1
+            else:
+                self._sealer_queue.put(segment)
+        self._count(recovered_segments=recovered)
+        return recovered
+
+    def close(self) -> None:
+        """Stop accepting, store what is queued, seal every segment, stop the threads. Idempotent."""
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
+        self._writer.join()
+        self._sealer.join()
+        _release_lock(self._lock_fd)
+
+    def stats(self) -> SpoolStats:
+        with self._state:
+            return SpoolStats(**self._stats)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # writer thread ------------------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        while True:
+            items = _drain(self._queue, _WRITER_TICK_SECONDS)
+            appends = [item for item in items if item is not _STOP]
+            if appends:
+                try:
+                    self._commit(appends)
+                except Exception as exc:  # a bug must not leave handlers waiting forever
+                    log.exception("spool writer failed")
+                    _fail(appends, SpoolWriteError(self.spool_dir, repr(exc)))
+                finally:
+                    self._count(pending_bytes=-sum(len(a.data) for a in appends))
+            stopping = len(appends) != len(items)
+            self._rotate(everything=stopping)
+            if stopping:
+                self._sealer_queue.put(_STOP)
+                return
+
+    def _commit(self, appends: list[_Append]) -> None:
+        groups: dict[tuple[str, int], list[_Append]] = {}
+        for item in appends:
+            groups.setdefault((item.source_id, item.day_ms), []).append(item)
+        written: list[tuple[tuple[str, int], _OpenSegment, int, list[_Append]]] = []
+        for key, group in groups.items():
+            current: _OpenSegment | None = None
+            start = 0
+            try:
+                current = self._segment_for(key)
+                start = current.size
+                for item in group:
+                    _write_all(current.fd, item.data)
+                    current.size += len(item.data)
+            except OSError as exc:
+                self._abandon(key, current, start, group, exc)
+                continue
+            written.append((key, current, start, group))
+        for key, current, start, group in written:
+            try:
+                os.fsync(current.fd)
+            except OSError as exc:
+                self._abandon(key, current, start, group, exc)
+                continue
+            self._count(messages=sum(a.count for a in group), bytes=current.size - start)
+            for item in group:
+                _settle(item.future)
+
+    def _segment_for(self, key: tuple[str, int]) -> _OpenSegment:
+        current = self._open.get(key)
+        if current is not None:
+            return current
+        source_id, day_ms = key
+        directory = layout.spool_source_dir(self.spool_dir, source_id)
+        if not directory.is_dir():
+            directory.mkdir(parents=True, exist_ok=True)
+            fsync_dir(self.spool_dir)
+        opened_ms = time.time_ns() // 1_000_000
+        name = layout.spool_segment_name(day_ms, opened_ms, self.process_token, next(self._seq))
+        path = layout.spool_segment_file(self.spool_dir, source_id, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            fsync_dir(directory)
+        except OSError:
+            os.close(fd)
+            raise
+        current = _OpenSegment(Segment(path, source_id, day_ms, name), fd, 0, time.monotonic())
+        self._open[key] = current
+        return current
+
+    def _abandon(
+        self,
+        key: tuple[str, int],
+        current: _OpenSegment | None,
+        start: int,
+        group: list[_Append],
+        exc: OSError,
+    ) -> None:
+        """A write or fsync failed: cut the segment back to its last good size, close it, fail the group."""
+        where = layout.spool_source_dir(self.spool_dir, key[0]) if current is None else current.segment.path
+        log.error("spool write to %s failed: %s", where, exc)
+        self._count(write_errors=1)
+        if current is not None:
+            self._open.pop(key, None)
+            try:
+                os.ftruncate(current.fd, start)
+                os.fsync(current.fd)
+            except OSError as cut_exc:
+                log.error("could not truncate %s back to %d bytes: %s", where, start, cut_exc)
+            _close_quietly(current.fd)
+            self._sealer_queue.put(current.segment)
+        _fail(group, SpoolWriteError(where, str(exc)))
+
+    def _rotate(self, everything: bool) -> None:
+        """Close full or aged segments (all of them when stopping) and hand them to the sealer."""
+        now = time.monotonic()
+        for key, current in list(self._open.items()):
+            full = current.size >= self.seal_max_bytes
+            aged = now - current.opened_at >= self.seal_max_age_seconds
+            if everything or full or aged:
+                del self._open[key]
+                _close_quietly(current.fd)
+                self._sealer_queue.put(current.segment)
+
+    # sealer thread ------------------------------------------------------------------------------
+
+    def _seal_loop(self) -> None:
+        waiting: list[Segment] = []
+        while True:
+            items = _drain(self._sealer_queue, _SEALER_TICK_SECONDS)
+            waiting.extend(item for item in items if item is not _STOP)
+            waiting = [segment for segment in waiting if not self._seal(segment)]
+            if any(item is _STOP for item in items):
+                if waiting:
+                    log.error("%d spool segments stay unsealed; the next start recovers them", len(waiting))
+                return
+
+    def _seal(self, segment: Segment) -> bool:
+        try:
+            result = seal_segment(segment, self.lake_root)
+        except OSError as exc:
+            log.warning("could not seal %s into the archive (will retry): %s", segment.path, exc)
+            self._count(seal_errors=1)
+            return False
+        if result.archive_path is not None:
+            self._count(sealed_files=1)
+        return True
+
+    def _count(self, **deltas: int) -> None:
+        with self._state:
+            for name, delta in deltas.items():
+                self._stats[name] += delta
+
+
+def _drain(source: queue.SimpleQueue[Any], timeout: float) -> list[Any]:
+    """Everything queued (up to a group's size), waiting up to ``timeout`` for the first item."""
+    try:
+        items = [source.get(timeout=timeout)]
+    except queue.Empty:
+        return []
+    while len(items) < _MAX_GROUP:
+        try:
+            items.append(source.get_nowait())
+        except queue.Empty:
+            break
+    return items
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _settle(future: Future[None], error: BaseException | None = None) -> None:
+    try:
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+    except InvalidStateError:  # the waiting request was cancelled (client went away)
+        pass
+
+
+def _fail(group: list[_Append], error: BaseException) -> None:
+    for item in group:
+        _settle(item.future, error)
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError as exc:
+        log.warning("closing a spool segment failed: %s", exc)
+
+
+def _acquire_lock(spool_dir: Path) -> int:
+    fd = os.open(layout.spool_lock_file(spool_dir), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        raise SpoolLockedError(spool_dir, holder) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _release_lock(fd: int) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

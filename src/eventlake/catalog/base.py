@@ -1,0 +1,88 @@
+"""The catalog interface every back end implements, and the loader that picks one by kind."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from eventlake.errors import DependencyError
+
+if TYPE_CHECKING:
+    from eventlake.config import Settings
+
+Column = tuple[str, str]  # (name, type): type is one of eventlake.schema.types.TYPES
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A lake table as the catalog registers it."""
+
+    database: str
+    name: str
+    columns: tuple[Column, ...]
+    partition_keys: tuple[str, ...]
+    location: str
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.database}.{self.name}"
+
+
+class Catalog(ABC):
+    """Databases, tables, columns and partitions of the lake. Every call is idempotent."""
+
+    @abstractmethod
+    def ensure_database(self, name: str) -> None: ...
+
+    @abstractmethod
+    def table_columns(self, database: str, table: str) -> tuple[Column, ...] | None:
+        """The table's data columns (partition keys excluded), or None when it does not exist."""
+
+    @abstractmethod
+    def list_tables(self, database: str) -> list[str]: ...
+
+    @abstractmethod
+    def create_table(self, spec: TableSpec) -> None:
+        """Create the table if it does not exist (an existing one is left as it is)."""
+
+    @abstractmethod
+    def add_columns(self, database: str, table: str, columns: Sequence[Column]) -> None:
+        """Append columns at the end of the table's schema."""
+
+    @abstractmethod
+    def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+        """Register partitions (values in ``spec.partition_keys`` order); existing ones are kept."""
+
+    def ensure_table(self, spec: TableSpec) -> tuple[Column, ...]:
+        """Create the table or append the columns it lacks; returns the columns that were added."""
+        existing = self.table_columns(spec.database, spec.name)
+        if existing is None:
+            self.ensure_database(spec.database)
+            self.create_table(spec)
+            return spec.columns
+        have = {name for name, _ in existing}
+        missing = tuple(c for c in spec.columns if c[0] not in have)
+        if missing:
+            self.add_columns(spec.database, spec.name, missing)
+        return missing
+
+
+def _load_hive(settings: Settings, session: Any) -> Catalog:
+    from eventlake.catalog.hive import HiveCatalog
+
+    return HiveCatalog(session)
+
+
+CATALOG_LOADERS: dict[str, Callable[[Settings, Any], Catalog]] = {"hive": _load_hive}
+
+
+def load_catalog(settings: Settings, session: Any = None) -> Catalog:
+    """The configured catalog back end. ``session`` is the SparkSession for ``hive``."""
+    try:
+        return CATALOG_LOADERS[settings.catalog.kind](settings, session)
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise DependencyError(
+            f"the {settings.catalog.kind} catalog needs {exc.name}: pip install 'eventlake[spark]'"
+        ) from None

@@ -1,0 +1,56 @@
+"""The last sync runs: one row per run, from ``segment-data/reports/.../report.json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eventlake import layout
+from eventlake.config import Settings
+
+RUN_COLUMNS = (
+    "start_time", "source", "run_id", "status", "duration_s", "rows", "tables", "new_columns",
+    "duplicates_dropped", "rejected", "error",
+)
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _status(rows: list[dict[str, Any]]) -> str:
+    tables = [r for r in rows if r["type"] == "event"]
+    failed = [r for r in tables if r["status"] == "failed"]
+    if rows[0]["status"] == "failed" or (tables and len(failed) == len(tables)):
+        return "Failed"
+    return "Partial Success" if failed else "Success"
+
+
+def run_history(settings: Settings, source: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs, newest first."""
+    ids = {s.id: s.slug for s in settings.sources}
+    wanted = settings.source(source).id if source else None
+    runs = []
+    for path in layout.reports_root(settings.lake.root).glob("day=*/source=*/run_id=*/" + layout.REPORT_FILE):
+        rows = _read(path)
+        head = next((r for r in rows if r["type"] == "source"), None)
+        if head is None or (wanted and head["source_id"] != wanted):
+            continue
+        tables = [r for r in rows if r["type"] == "event"]
+        runs.append({
+            "start_time": head["start_time"],
+            "source": ids.get(head["source_id"], head["source_id"]),
+            "run_id": head["run_id"],
+            "status": _status(rows),
+            "duration_s": round(head["duration_mins"] * 60, 1),
+            "rows": head["row_count"],
+            "tables": len(tables),
+            "new_columns": sum(len(t["new_columns"]) for t in tables),
+            "duplicates_dropped": head.get("duplicates_dropped", 0),
+            "rejected": head.get("rejected_messages", 0) + head.get("rejected_values", 0),
+            "error": head.get("error") or "",
+        })
+    runs.sort(key=lambda r: (r["start_time"], r["run_id"]), reverse=True)
+    return runs[:limit]

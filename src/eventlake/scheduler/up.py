@@ -1,0 +1,91 @@
+"""The collector in this process, syncs in child processes on a schedule.
+
+Each sync is its own process (``python -m eventlake sync``) in its own process group, so it holds
+the embedded metastore only while it runs (``eventlake sql`` works between syncs) and can be
+stopped with everything it started (Spark's JVM included). On SIGTERM or Ctrl-C the collector stops
+and seals its spool, and a running sync is stopped; a sync stopped half-way is completed by the
+next one (see eventlake.sync.job).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from eventlake.collect import run_collector
+from eventlake.config import Settings
+
+STOP_GRACE_SECONDS = 10.0
+
+
+class SyncScheduler:
+    """Runs ``eventlake sync`` now and then every ``interval`` seconds until :meth:`stop`."""
+
+    def __init__(self, settings: Settings, interval: float) -> None:
+        self.settings = settings
+        self.interval = interval
+        self._stop = threading.Event()
+        self._child: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="eventlake-scheduler", daemon=True)
+        self.runs = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _command(self) -> list[str]:
+        command = [sys.executable, "-m", "eventlake"]
+        if self.settings.path is not None:
+            command += ["--config", str(self.settings.path)]
+        return [*command, "sync"]
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                print("scheduler: starting a sync", file=sys.stderr, flush=True)
+                self._child = subprocess.Popen(self._command(), start_new_session=True)
+            code = self._child.wait()
+            self.runs += 1
+            print(f"scheduler: sync finished (exit {code})", file=sys.stderr, flush=True)
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def stop(self) -> None:
+        """Stop scheduling; stop a running sync (its whole process group) and wait for it."""
+        with self._lock:
+            self._stop.set()
+            child = self._child
+        if child is not None and child.poll() is None:
+            print("scheduler: stopping the running sync", file=sys.stderr, flush=True)
+            _signal_group(child, signal.SIGTERM)
+            try:
+                child.wait(STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                _signal_group(child, signal.SIGKILL)
+                child.wait()
+        if child is not None:
+            _signal_group(child, signal.SIGKILL)  # anything the sync left behind in its group
+        self._thread.join(STOP_GRACE_SECONDS)
+
+
+def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(child.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def run_up(settings: Settings) -> None:
+    """Serve the collector and run scheduled syncs until SIGTERM or Ctrl-C. Blocking."""
+    scheduler = SyncScheduler(settings, settings.sync.interval_seconds)
+    scheduler.start()
+    try:
+        run_collector(settings)
+    finally:
+        scheduler.stop()

@@ -1,0 +1,114 @@
+"""One message as one flat row: nested keys joined into column names, arrays as JSON text.
+
+Runs once per message in a Spark Python worker, so it stays small: names are built
+incrementally from cached :func:`~eventlake.schema.naming.snake_case` results.
+
+>>> flat = flatten({"messageId": "m1", "properties": {"revenue": 19.99, "tags": ["a", "b"]}})
+>>> flat.values
+{'message_id': 'm1', 'properties_revenue': 19.99, 'properties_tags': '["a","b"]'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from eventlake.schema.naming import MAX_COLUMN_NAME_LENGTH, column_name, snake_case
+from eventlake.schema.types import json_text
+
+__all__ = ["Collision", "Flattened", "flatten"]
+
+_DROPPED_KEYS = frozenset({"writeKey"})
+_INTERNAL_PREFIX = "_eventlake"
+
+
+class Collision(NamedTuple):
+    """Two key paths that normalise to one column; dotted original paths, winner first."""
+
+    column: str
+    winner_path: str
+    loser_path: str
+
+
+@dataclass(frozen=True)
+class Flattened:
+    """A message's column values (None kept, so the column is seen) and its key collisions."""
+
+    values: dict[str, Any]
+    collisions: tuple[Collision, ...]
+
+
+def flatten(message: Mapping[str, Any]) -> Flattened:
+    """``message`` flattened into ``{column: value}``.
+
+    Nested objects are walked (an empty object gives nothing), lists become compact JSON with
+    sorted keys, scalars and None are kept as they are. ``writeKey`` and top-level keys starting
+    with ``_eventlake`` are dropped. When two key paths give the same column, a non-null value
+    beats a null one, then the path whose dotted form sorts last wins, whatever the key order;
+    every losing path is reported as a :class:`Collision`.
+
+    >>> flatten({"context": {"library": {"name": "analytics-python"}}, "integrations": {"All": True}}).values
+    {'context_library_name': 'analytics-python', 'integrations_all': True}
+    >>> flat = flatten({"properties": {"itemCount": 2, "item_count": 3}})
+    >>> flat.values
+    {'properties_item_count': 3}
+    >>> [tuple(collision) for collision in flat.collisions]
+    [('properties_item_count', 'properties.item_count', 'properties.itemCount')]
+    """
+    if not isinstance(message, Mapping):
+        raise TypeError(f"a message must be a JSON object, not {type(message).__name__}")
+    values: dict[str, Any] = {}
+    paths: dict[str, tuple[str, ...]] = {}
+    contested: dict[str, list[tuple[tuple[str, ...], Any]]] = {}
+
+    stack: list[tuple[tuple[str, ...], str, Any]] = [
+        ((key,), "", value) for key, value in reversed(_top_level_items(message))
+    ]
+    while stack:
+        path, parent_column, value = stack.pop()
+        snake = snake_case(path[-1])
+        column = f"{parent_column}_{snake}" if parent_column and snake else (parent_column or snake)
+        if isinstance(value, Mapping):
+            stack.extend((path + (str(key),), column, child) for key, child in reversed(value.items()))
+            continue
+        if isinstance(value, (list, tuple)):
+            value = json_text(value)
+        if not column or len(column) > MAX_COLUMN_NAME_LENGTH:
+            column = column_name(path)
+        if column not in values:
+            values[column] = value
+            paths[column] = path
+            continue
+        candidates = contested.setdefault(column, [(paths[column], values[column])])
+        candidates.append((path, value))
+
+    return Flattened(values=values, collisions=_settle(values, contested))
+
+
+def _top_level_items(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return [
+        (str(key), value)
+        for key, value in message.items()
+        if key not in _DROPPED_KEYS and not str(key).startswith(_INTERNAL_PREFIX)
+    ]
+
+
+def _settle(
+    values: dict[str, Any], contested: dict[str, list[tuple[tuple[str, ...], Any]]]
+) -> tuple[Collision, ...]:
+    """Give each contested column its winning value; the collisions, in a stable order."""
+    collisions: list[Collision] = []
+    for column in sorted(contested):
+        ranked = sorted(contested[column], key=_rank, reverse=True)
+        winner_path, winner_value = ranked[0]
+        values[column] = winner_value
+        winner = ".".join(winner_path)
+        collisions.extend(Collision(column, winner, ".".join(path)) for path, _ in ranked[1:])
+    return tuple(collisions)
+
+
+def _rank(candidate: tuple[tuple[str, ...], Any]) -> tuple[bool, str, tuple[str, ...]]:
+    """Non-null first, then the dotted path sorting last (the key tuple breaks exact ties)."""
+    path, value = candidate
+    return value is not None, ".".join(path), path

@@ -1,0 +1,59 @@
+"""The Spark sync: archive files not yet synced -> the Parquet lake and the catalog."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from eventlake.config import Settings
+from eventlake.errors import UsageError
+from eventlake.sync.lock import SyncBusyError, source_lock
+from eventlake.sync.report import SyncResult, TableResult
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run_sync(settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, say=_say) -> list[SyncResult]:
+    """Sync the given sources (default: all) once; a failed source does not stop the others.
+
+    ``spark`` is an existing SparkSession (tests, long-lived services); otherwise one is built
+    from the settings and stopped at the end.
+    """
+    from eventlake.catalog import load_catalog
+    from eventlake.catalog.session import spark_session
+    from eventlake.sync.job import SourceSync
+
+    sources = [settings.source(slug) for slug in slugs] if slugs else list(settings.sources)
+    if not sources:
+        raise UsageError("no sources configured: add one with `eventlake sources add SLUG`")
+    own = spark is None
+    if own:
+        say("starting Spark ...")
+        spark = spark_session(settings, "eventlake-sync")
+    results: list[SyncResult] = []
+    try:
+        catalog = load_catalog(settings, spark)
+        for source in sources:
+            with source_lock(settings.lake.state_dir, source.slug, source.id, wait, say):
+                try:
+                    results.append(SourceSync(spark, catalog, settings, source, say).run())
+                except Exception as exc:  # reported by the job; go on with the next source
+                    say(f"{source.slug}: sync failed: {type(exc).__name__}: {exc}")
+                    results.append(_failed(source.slug, source.id, exc))
+    finally:
+        if own:
+            spark.stop()
+    return results
+
+
+def _failed(slug: str, source_id: str, exc: Exception) -> SyncResult:
+    from eventlake.timestamps import now_utc
+
+    now = now_utc()
+    return SyncResult(slug, source_id, "", "Failed", now, now, error=f"{type(exc).__name__}: {exc}"[:500],
+                      error_code=getattr(exc, "code", "internal_error"))
+
+
+__all__ = ["SyncBusyError", "SyncResult", "TableResult", "run_sync"]

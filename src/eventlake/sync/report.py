@@ -1,0 +1,124 @@
+"""Sync results and the run report (Segment's 22 fields plus eventlake's own)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eventlake import layout
+from eventlake.timestamps import format_timestamp
+
+
+@dataclass(frozen=True)
+class TableResult:
+    database: str
+    table: str
+    rows: int
+    is_new: bool
+    new_columns: tuple[tuple[str, str], ...]
+    partitions: tuple[dict[str, str], ...]
+    collisions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """The outcome of one source's sync run, as reports and the CLI render it."""
+
+    source: str
+    source_id: str
+    run_id: str
+    status: str  # Success | Failed | Nothing to do
+    start_time: datetime
+    finish_time: datetime
+    tables: tuple[TableResult, ...] = ()
+    input_files: int = 0
+    bytes_in: int = 0
+    input_messages: int = 0
+    duplicates_dropped: int = 0
+    rejected_messages: int = 0
+    rejected_values: int = 0
+    error: str = ""
+    error_code: str = ""
+    notices: tuple[str, ...] = field(default=())
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tables)
+
+    @property
+    def duration_seconds(self) -> float:
+        return (self.finish_time - self.start_time).total_seconds()
+
+
+def report_rows(result: SyncResult, lake: Path, app_id: str = "") -> list[dict[str, Any]]:
+    """One ``source`` row for the run and one ``event`` row per table."""
+    day = result.start_time.strftime("%Y-%m-%d")
+    failed = result.status == "Failed"
+    common = {
+        "workspace_id": "eventlake",
+        "run_id": result.run_id,
+        "start_time": format_timestamp(result.start_time),
+        "finish_time": format_timestamp(result.finish_time),
+        "duration_mins": round(result.duration_seconds / 60, 4),
+        "status": "failed" if failed else "finished",
+        "error": result.error or None,
+        "error_code": result.error_code or None,
+        "replay": False,
+        "replay_from": None,
+        "replay_to": None,
+        "emr_cluster_id": app_id or None,
+        "s3_bucket": str(lake),
+        "source_id": result.source_id,
+        "day": day,
+    }
+    source_row = {
+        "type": "source",
+        **common,
+        "table_name": None,
+        "database": result.tables[0].database if result.tables else None,
+        "partitions": sorted({tuple(sorted(p.items())) for t in result.tables for p in t.partitions}),
+        "new_columns": [],
+        "row_count": result.rows,
+        "is_new": None,
+        "duplicates_dropped": result.duplicates_dropped,
+        "rejected_messages": result.rejected_messages,
+        "rejected_values": result.rejected_values,
+        "suppressed": 0,
+        "input_files": result.input_files,
+        "bytes_in": result.bytes_in,
+        "source": result.source,
+        "notices": list(result.notices),
+    }
+    source_row["partitions"] = [dict(p) for p in source_row["partitions"]]
+    rows = [source_row]
+    for table in result.tables:
+        rows.append(
+            {
+                "type": "event",
+                **common,
+                "table_name": table.table,
+                "database": table.database,
+                "partitions": list(table.partitions),
+                "new_columns": [{"name": n, "type": t} for n, t in table.new_columns],
+                "row_count": table.rows,
+                "is_new": table.is_new,
+                "collisions": list(table.collisions),
+            }
+        )
+    return rows
+
+
+def report_path(result: SyncResult, lake: Path) -> Path:
+    return layout.report_file(lake, result.start_time.strftime("%Y-%m-%d"), result.source_id, result.run_id)
+
+
+def write_report_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """The report file: one JSON object per line (atomic)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    tmp.replace(path)

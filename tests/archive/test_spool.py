@@ -1,0 +1,205 @@
+"""The spool on its own: group commit, sealing, recovery after a crash, the spool-dir lock."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from eventlake import layout
+from eventlake.archive import (
+    Spool,
+    SpoolClosedError,
+    SpoolLockedError,
+    list_archive_files,
+    read_archive_lines,
+)
+from eventlake.errors import EventLakeError
+
+DAY = 1_795_305_600_000  # 2026-11-22T00:00:00Z
+NEXT_DAY = DAY + 86_400_000
+NEVER = 3600.0
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    return tmp_path / "state" / "spool", tmp_path / "lake"
+
+
+@pytest.fixture
+def spool(dirs: tuple[Path, Path]) -> Iterator[Spool]:
+    with Spool(dirs[0], dirs[1], seal_max_bytes=64 * 1024 * 1024, seal_max_age_seconds=NEVER) as opened:
+        yield opened
+
+
+def lines(prefix: str, count: int) -> list[bytes]:
+    return [orjson.dumps({"messageId": f"{prefix}-{i}"}) for i in range(count)]
+
+
+def archived(lake: Path, source_id: str) -> list[bytes]:
+    return [line for f in list_archive_files(lake, source_id) for line in read_archive_lines(f.path)]
+
+
+def segments(spool_dir: Path) -> list[Path]:
+    return sorted(spool_dir.glob(f"*/*{layout.SPOOL_SUFFIX}"))
+
+
+def test_append_resolves_after_fsync_and_close_seals(spool: Spool, dirs: tuple[Path, Path]) -> None:
+    futures = [spool.append("src1", lines("a", 3), DAY), spool.append("src2", lines("b", 2), DAY)]
+    for future in futures:
+        assert future.result(timeout=5) is None
+    assert len(segments(dirs[0])) == 2
+    assert b"".join(segments(dirs[0])[0].read_bytes().splitlines(keepends=True)[:1]).endswith(b"\n")
+    spool.close()
+    assert segments(dirs[0]) == []
+    assert archived(dirs[1], "src1") == lines("a", 3)
+    assert archived(dirs[1], "src2") == lines("b", 2)
+    stats = spool.stats()
+    assert (stats.messages, stats.sealed_files, stats.pending_bytes) == (5, 2, 0)
+
+
+def test_concurrent_appends_are_group_committed(spool: Spool, dirs: tuple[Path, Path]) -> None:
+    def worker(n: int) -> None:
+        for i in range(20):
+            spool.append("src", lines(f"w{n}-{i}", 5), DAY).result(timeout=5)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    spool.close()
+    got = archived(dirs[1], "src")
+    assert len(got) == len(set(got)) == 8 * 20 * 5
+    assert len(list_archive_files(dirs[1], "src")) == 1  # one open segment per source and day
+
+
+def test_a_new_received_day_opens_a_new_segment(spool: Spool, dirs: tuple[Path, Path]) -> None:
+    spool.append("src", lines("d1", 1), DAY).result(timeout=5)
+    spool.append("src", lines("d2", 1), NEXT_DAY).result(timeout=5)
+    spool.close()
+    files = list_archive_files(dirs[1], "src")
+    assert [f.day_ms for f in files] == [DAY, NEXT_DAY]
+    assert [f.key.split("/")[:3] for f in files] == [
+        ["segment-logs", "src", str(DAY)],
+        ["segment-logs", "src", str(NEXT_DAY)],
+    ]
+
+
+def test_seals_full_segments_while_open(dirs: tuple[Path, Path]) -> None:
+    with Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=NEVER) as spool:
+        for i in range(10):
+            spool.append("src", [orjson.dumps({"i": i, "pad": "x" * 400})], DAY).result(timeout=5)
+        wait_until(lambda: len(list_archive_files(dirs[1], "src")) >= 3)
+    assert len(archived(dirs[1], "src")) == 10
+
+
+def test_seals_aged_segments_while_open(dirs: tuple[Path, Path]) -> None:
+    with Spool(dirs[0], dirs[1], seal_max_bytes=1 << 20, seal_max_age_seconds=0.2) as spool:
+        spool.append("src", lines("aged", 2), DAY).result(timeout=5)
+        wait_until(lambda: archived(dirs[1], "src") == lines("aged", 2))
+        assert segments(dirs[0]) == []
+
+
+def test_append_validates_and_refuses_after_close(spool: Spool) -> None:
+    with pytest.raises(ValueError, match="newline"):
+        spool.append("src", [b'{"a":\n1}'], DAY)
+    with pytest.raises(ValueError, match="source id"):
+        spool.append("../x", lines("x", 1), DAY)
+    assert spool.append("src", [], DAY).result(timeout=1) is None
+    spool.close()
+    spool.close()  # idempotent
+    with pytest.raises(SpoolClosedError):
+        spool.append("src", lines("late", 1), DAY)
+
+
+def test_two_spools_on_one_dir_are_refused(spool: Spool, dirs: tuple[Path, Path]) -> None:
+    with pytest.raises(SpoolLockedError, match="in use by another eventlake collector") as caught:
+        Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=1)
+    assert str(dirs[0]) in str(caught.value)
+    assert isinstance(caught.value, EventLakeError)
+    spool.close()
+    Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=1).close()  # free again
+
+
+# recovery -------------------------------------------------------------------------------------
+
+
+def crashed_segment(spool_dir: Path, content: bytes, source_id: str = "src", seq: int = 1) -> Path:
+    """A segment left by a process (token ``deadbeef``) killed before it sealed it."""
+    name = layout.spool_segment_name(DAY, 1_795_340_000_000, "deadbeef", seq)
+    path = layout.spool_segment_file(spool_dir, source_id, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    return path
+
+
+def test_recover_seals_a_crashed_segment_and_drops_its_torn_line(dirs: tuple[Path, Path]) -> None:
+    path = crashed_segment(dirs[0], b'{"n":1}\n{"n":2}\n{"n":3, "tor')
+    with Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=NEVER) as spool:
+        assert spool.recover() == 1
+        assert not path.exists()
+        assert spool.stats().sealed_files == 1
+    files = list_archive_files(dirs[1], "src")
+    assert [f.path.name for f in files] == [path.name.replace(layout.SPOOL_SUFFIX, ".gz")]
+    assert archived(dirs[1], "src") == [b'{"n":1}', b'{"n":2}']
+
+
+def test_recover_after_a_crash_between_rename_and_unlink_seals_nothing_twice(dirs: tuple[Path, Path]) -> None:
+    path = crashed_segment(dirs[0], b'{"n":1}\n{"n":2}\n')
+    name = path.name[: -len(layout.SPOOL_SUFFIX)]
+    final = layout.archive_file(dirs[1], "src", DAY, name)
+    final.parent.mkdir(parents=True)
+    final.write_bytes(gzip.compress(b'{"n":1}\n{"n":2}\n'))
+    before = final.read_bytes()
+    with Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=NEVER) as spool:
+        assert spool.recover() == 1
+        assert spool.stats().sealed_files == 0
+    assert not path.exists()
+    assert final.read_bytes() == before
+    assert len(list_archive_files(dirs[1], "src")) == 1
+    assert archived(dirs[1], "src") == [b'{"n":1}', b'{"n":2}']
+
+
+def test_recover_after_a_crash_mid_seal_rewrites_the_temp_file(dirs: tuple[Path, Path]) -> None:
+    path = crashed_segment(dirs[0], b'{"n":1}\n')
+    temp = layout.archive_temp_file(dirs[1], "src", DAY, path.name[: -len(layout.SPOOL_SUFFIX)])
+    temp.parent.mkdir(parents=True)
+    temp.write_bytes(b"half a gzip stream")
+    assert list_archive_files(dirs[1], "src") == []  # hidden temp files are not archive files
+    with Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=NEVER) as spool:
+        spool.recover()
+    assert not temp.exists()
+    assert archived(dirs[1], "src") == [b'{"n":1}']
+
+
+def test_recover_deletes_empty_segments(dirs: tuple[Path, Path]) -> None:
+    empty = crashed_segment(dirs[0], b"", seq=1)
+    torn_only = crashed_segment(dirs[0], b'{"never acknowledged', seq=2)
+    with Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=NEVER) as spool:
+        assert spool.recover() == 2
+    assert not empty.exists() and not torn_only.exists()
+    assert list_archive_files(dirs[1], "src") == []
+
+
+def test_recover_leaves_its_own_open_segments_alone(dirs: tuple[Path, Path]) -> None:
+    with Spool(dirs[0], dirs[1], seal_max_bytes=1 << 20, seal_max_age_seconds=NEVER) as spool:
+        spool.append("src", lines("own", 2), DAY).result(timeout=5)
+        assert spool.recover() == 0
+        assert len(segments(dirs[0])) == 1
+        spool.append("src", lines("more", 1), DAY).result(timeout=5)
+    assert archived(dirs[1], "src") == lines("own", 2) + lines("more", 1)
+    assert len(list_archive_files(dirs[1], "src")) == 1
+
+
+def wait_until(condition: object, timeout: float = 5.0) -> None:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
