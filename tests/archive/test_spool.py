@@ -16,6 +16,7 @@ from eventlake.archive import (
     Spool,
     SpoolClosedError,
     SpoolLockedError,
+    SpoolWriteError,
     list_archive_files,
     read_archive_lines,
 )
@@ -53,8 +54,9 @@ def test_append_resolves_after_fsync_and_close_seals(spool: Spool, dirs: tuple[P
     futures = [spool.append("src1", lines("a", 3), DAY), spool.append("src2", lines("b", 2), DAY)]
     for future in futures:
         assert future.result(timeout=5) is None
-    assert len(segments(dirs[0])) == 2
-    assert b"".join(segments(dirs[0])[0].read_bytes().splitlines(keepends=True)[:1]).endswith(b"\n")
+    src1_segment = segments(dirs[0])[0]
+    assert src1_segment.parent.name == "src1"
+    assert src1_segment.read_bytes() == b"".join(line + b"\n" for line in lines("a", 3))
     spool.close()
     assert segments(dirs[0]) == []
     assert archived(dirs[1], "src1") == lines("a", 3)
@@ -73,6 +75,7 @@ def test_concurrent_appends_are_group_committed(spool: Spool, dirs: tuple[Path, 
         thread.start()
     for thread in threads:
         thread.join()
+    assert 1 <= spool.stats().group_commits <= 8 * 20
     spool.close()
     got = archived(dirs[1], "src")
     assert len(got) == len(set(got)) == 8 * 20 * 5
@@ -102,8 +105,7 @@ def test_seals_full_segments_while_open(dirs: tuple[Path, Path]) -> None:
 def test_seals_aged_segments_while_open(dirs: tuple[Path, Path]) -> None:
     with Spool(dirs[0], dirs[1], seal_max_bytes=1 << 20, seal_max_age_seconds=0.2) as spool:
         spool.append("src", lines("aged", 2), DAY).result(timeout=5)
-        wait_until(lambda: archived(dirs[1], "src") == lines("aged", 2))
-        assert segments(dirs[0]) == []
+        wait_until(lambda: archived(dirs[1], "src") == lines("aged", 2) and segments(dirs[0]) == [])
 
 
 def test_append_validates_and_refuses_after_close(spool: Spool) -> None:
@@ -203,3 +205,19 @@ def wait_until(condition: object, timeout: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.02)
+
+
+def test_a_failed_write_fails_only_its_group(spool: Spool, dirs: tuple[Path, Path]) -> None:
+    blocker = layout.spool_source_dir(dirs[0], "broken")
+    blocker.write_bytes(b"a file where the source's spool directory should be")
+    failed = spool.append("broken", lines("lost", 1), DAY)
+    fine = spool.append("src", lines("kept", 1), DAY)
+    with pytest.raises(SpoolWriteError, match="could not store the messages durably"):
+        failed.result(timeout=5)
+    assert fine.result(timeout=5) is None
+    assert spool.stats().write_errors == 1
+    blocker.unlink()
+    spool.append("broken", lines("retried", 1), DAY).result(timeout=5)
+    spool.close()
+    assert archived(dirs[1], "broken") == lines("retried", 1)
+    assert archived(dirs[1], "src") == lines("kept", 1)

@@ -47,6 +47,7 @@ class SpoolStats:
 
     messages: int = 0  # messages stored durably (fsynced, acknowledged)
     bytes: int = 0  # bytes stored durably, newlines included
+    group_commits: int = 0  # writer rounds (each fsyncs every segment it touched once)
     sealed_files: int = 0  # archive files written (recovered ones included)
     recovered_segments: int = 0  # segments of a previous process sealed (or found sealed) by recover()
     write_errors: int = 0  # group commits that failed (their messages were answered 503)
@@ -194,16 +195,19 @@ class Spool:
                 return
 
     def _commit(self, appends: list[_Append]) -> None:
+        """One group commit: write every group to its segment, fsync each once, then resolve."""
         groups: dict[tuple[str, int], list[_Append]] = {}
         for item in appends:
             groups.setdefault((item.source_id, item.day_ms), []).append(item)
         written: list[tuple[tuple[str, int], _OpenSegment, int, list[_Append]]] = []
         for key, group in groups.items():
-            current: _OpenSegment | None = None
-            start = 0
             try:
                 current = self._segment_for(key)
-                start = current.size
+            except OSError as exc:
+                self._abandon(key, None, 0, group, exc)
+                continue
+            start = current.size
+            try:
                 for item in group:
                     _write_all(current.fd, item.data)
                     current.size += len(item.data)
@@ -220,6 +224,7 @@ class Spool:
             self._count(messages=sum(a.count for a in group), bytes=current.size - start)
             for item in group:
                 _settle(item.future)
+        self._count(group_commits=1)
 
     def _segment_for(self, key: tuple[str, int]) -> _OpenSegment:
         current = self._open.get(key)

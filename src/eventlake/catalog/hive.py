@@ -37,7 +37,7 @@ class HiveCatalog(Catalog):
     def table_columns(self, database: str, table: str) -> tuple[Column, ...] | None:
         if not self.spark.catalog.tableExists(f"{_ident(database)}.{_ident(table)}"):
             return None
-        columns = self.spark.catalog.listColumns(table, database)
+        columns = self.spark.catalog.listColumns(f"{_ident(database)}.{_ident(table)}")
         return tuple((c.name, c.dataType) for c in columns if not c.isPartition)
 
     def list_tables(self, database: str) -> list[str]:
@@ -57,16 +57,21 @@ class HiveCatalog(Catalog):
 
     def add_columns(self, database: str, table: str, columns: Sequence[Column]) -> None:
         if columns:
-            self.spark.sql(f"ALTER TABLE {_ident(database)}.{_ident(table)} ADD COLUMNS ({_columns_ddl(columns)})")
+            self.spark.sql(
+                f"ALTER TABLE {_ident(database)}.{_ident(table)} ADD COLUMNS ({_columns_ddl(columns)})"
+            )
 
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         unique = sorted(set(partitions))
         for start in range(0, len(unique), _PARTITION_BATCH):
             clauses = []
             for values in unique[start : start + _PARTITION_BATCH]:
-                keys = ", ".join(f"{_ident(k)}={_literal(v)}" for k, v in zip(spec.partition_keys, values, strict=True))
+                keys = ", ".join(
+                    f"{_ident(k)}={_literal(v)}" for k, v in zip(spec.partition_keys, values, strict=True)
+                )
                 location = spec.location.rstrip("/") + "/" + partition_subdir(spec.partition_keys, values)
                 clauses.append(f"PARTITION ({keys}) LOCATION {_literal(location)}")
             self.spark.sql(
-                f"ALTER TABLE {_ident(spec.database)}.{_ident(spec.name)} ADD IF NOT EXISTS " + " ".join(clauses)
+                f"ALTER TABLE {_ident(spec.database)}.{_ident(spec.name)} ADD IF NOT EXISTS "
+                + " ".join(clauses)
             )

@@ -34,8 +34,11 @@ def _lock_embedded_metastore(settings: Settings) -> None:
     except BlockingIOError:
         handle.seek(0)
         holder = handle.read().strip() or "?"
-        print(f"waiting for another eventlake process (pid {holder}) using the embedded metastore ...",
-              file=sys.stderr, flush=True)
+        print(
+            f"waiting for another eventlake process (pid {holder}) using the embedded metastore ...",
+            file=sys.stderr,
+            flush=True,
+        )
         fcntl.flock(handle, fcntl.LOCK_EX)
     handle.seek(0)
     handle.truncate()
@@ -98,6 +101,8 @@ def spark_session(settings: Settings, app_name: str = "eventlake"):  # -> pyspar
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.sql.shuffle.partitions", "4")
+        # partition values are strings ("hr=07"), never inferred as numbers
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     )
     for key, value in settings.spark.conf:
         builder = builder.config(key, value)

@@ -105,7 +105,12 @@ def sources() -> None:
 @pass_context
 @handle_errors
 def sources_add(
-    ctx: Context, slug: str, write_key: str | None, database: str | None, table_prefix: str, date_partition: str
+    ctx: Context,
+    slug: str,
+    write_key: str | None,
+    database: str | None,
+    table_prefix: str,
+    date_partition: str,
 ) -> None:
     """Add a source to eventlake.toml.
 
@@ -115,13 +120,19 @@ def sources_add(
     """
     from eventlake.config import resolve_config_path
 
-    entry = add_source(resolve_config_path(ctx.config), slug, write_key, database, table_prefix, date_partition)
-    click.echo(f"added source {entry['slug']}: id {entry['id']}, write key {entry['write_key']}, "
-               f"database {entry['database']}")
+    entry = add_source(
+        resolve_config_path(ctx.config), slug, write_key, database, table_prefix, date_partition
+    )
+    click.echo(
+        f"added source {entry['slug']}: id {entry['id']}, write key {entry['write_key']}, "
+        f"database {entry['database']}"
+    )
 
 
 @sources.command("list")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
+)
 @pass_context
 @handle_errors
 def sources_list(ctx: Context, fmt: str) -> None:
@@ -134,8 +145,13 @@ def sources_list(ctx: Context, fmt: str) -> None:
     from eventlake.cli.render import render
 
     rows = [
-        {"slug": s.slug, "id": s.id, "database": s.database, "table_prefix": s.table_prefix,
-         "date_partition": s.date_partition}
+        {
+            "slug": s.slug,
+            "id": s.id,
+            "database": s.database,
+            "table_prefix": s.table_prefix,
+            "date_partition": s.date_partition,
+        }
         for s in ctx.settings().sources
     ]
     render(["slug", "id", "database", "table_prefix", "date_partition"], rows, fmt)
@@ -161,9 +177,13 @@ def serve(ctx: Context, host: str | None, port: int | None) -> None:
 
 
 @cli.command()
-@click.option("--source", "sources_", multiple=True, metavar="SLUG", help="Sync only this source (repeatable).")
+@click.option(
+    "--source", "sources_", multiple=True, metavar="SLUG", help="Sync only this source (repeatable)."
+)
 @click.option("--no-wait", is_flag=True, help="Exit at once if a sync of the same source is running.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
+)
 @pass_context
 @handle_errors
 def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> None:
@@ -183,13 +203,20 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> No
     rows = []
     for result in results:
         for table in result.tables:
-            rows.append({
-                "source": result.source, "table": f"{table.database}.{table.table}", "rows": table.rows,
-                "new_columns": ", ".join(f"{n} {t}" for n, t in table.new_columns), "status": result.status,
-            })
-        summary = (f"{result.source}: {result.status}, {result.rows} rows in {len(result.tables)} tables, "
-                   f"{result.duplicates_dropped} duplicates dropped, {result.rejected_messages} messages and "
-                   f"{result.rejected_values} values quarantined, {result.duration_seconds:.1f} s")
+            rows.append(
+                {
+                    "source": result.source,
+                    "table": f"{table.database}.{table.table}",
+                    "rows": table.rows,
+                    "new_columns": ", ".join(f"{n} {t}" for n, t in table.new_columns),
+                    "status": result.status,
+                }
+            )
+        summary = (
+            f"{result.source}: {result.status}, {result.rows} rows in {len(result.tables)} tables, "
+            f"{result.duplicates_dropped} duplicates dropped, {result.rejected_messages} messages and "
+            f"{result.rejected_values} values quarantined, {result.duration_seconds:.1f} s"
+        )
         click.echo(summary + (f" ({result.error})" if result.error else ""), err=True)
     render(["source", "table", "rows", "new_columns", "status"], rows, fmt)
     if any(r.status == "Failed" for r in results):
@@ -198,7 +225,9 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> No
 
 @cli.command()
 @click.argument("query")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
+)
 @click.option("--engine", type=click.Choice(["spark"]), default="spark", show_default=True)
 @pass_context
 @handle_errors
@@ -221,7 +250,9 @@ def sql(ctx: Context, query: str, fmt: str, engine: str) -> None:
 @cli.command()
 @click.option("--source", help="Only this source's runs.")
 @click.option("--limit", default=100, show_default=True, help="How many runs to show.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
+)
 @pass_context
 @handle_errors
 def reports(ctx: Context, source: str | None, limit: int, fmt: str) -> None:

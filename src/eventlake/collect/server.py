@@ -17,6 +17,9 @@ from eventlake.archive import Spool
 from eventlake.collect.app import create_app
 from eventlake.config import Settings
 
+# requests still running this long after SIGTERM are cancelled (unacknowledged: clients retry)
+_GRACEFUL_SHUTDOWN_SECONDS = 10
+
 
 class _Server(uvicorn.Server):
     """uvicorn's server and signal handling, except that a SIGTERM/SIGINT stop returns normally.
@@ -55,6 +58,7 @@ def run_collector(settings: Settings) -> None:
             port=collector.port,
             log_level="warning",
             lifespan="on",
+            timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
         )
         asyncio.run(_serve(_Server(config), collector.host))
     finally:

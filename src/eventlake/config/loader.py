@@ -46,14 +46,18 @@ _SIMPLE_SECTIONS = {
 }
 
 
-def resolve_config_path(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None) -> Path:
+def resolve_config_path(
+    path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None
+) -> Path:
     """The config file to use: the given path, else ``$EVENTLAKE_CONFIG``, else ``./eventlake.toml``."""
     environ = os.environ if environ is None else environ
     chosen = path or environ.get(CONFIG_ENV) or CONFIG_FILE
     return Path(chosen).expanduser().resolve()
 
 
-def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+def load_settings(
+    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
     """Read, merge and validate the settings. Raises :class:`ConfigError` naming the bad setting."""
     environ = os.environ if environ is None else environ
     config_path = resolve_config_path(path, environ)
@@ -96,7 +100,9 @@ def _validate_sections(sections: dict[str, Any]) -> None:
     if not 0 < collector.port < 65536:
         raise ConfigError("collector.port", f"{collector.port} is not a TCP port", "use 1-65535")
     if collector.seal_max_bytes < 1024:
-        raise ConfigError("collector.seal_max_bytes", f"{collector.seal_max_bytes} is too small", "use >= 1024")
+        raise ConfigError(
+            "collector.seal_max_bytes", f"{collector.seal_max_bytes} is too small", "use >= 1024"
+        )
     if collector.seal_max_age_seconds <= 0:
         raise ConfigError("collector.seal_max_age_seconds", "must be > 0")
     if sync.interval_seconds < 1:
@@ -119,7 +125,9 @@ def _sources(raw_sources: Any) -> tuple[SourceSettings, ...]:
         slug = _typed(f"{where}.slug", item["slug"], str)
         where = f"sources.{slug}"
         if not SLUG.match(slug):
-            raise ConfigError(f"{where}.slug", f"{slug!r} is not a valid slug", "use [a-z][a-z0-9_]*, at most 63")
+            raise ConfigError(
+                f"{where}.slug", f"{slug!r} is not a valid slug", "use [a-z][a-z0-9_]*, at most 63"
+            )
         source = SourceSettings(
             slug=slug,
             id=_typed(f"{where}.id", item["id"], str),
@@ -127,7 +135,9 @@ def _sources(raw_sources: Any) -> tuple[SourceSettings, ...]:
             database=_typed(f"{where}.database", item.get("database", slug), str),
             table_prefix=_typed(f"{where}.table_prefix", item.get("table_prefix", ""), str),
             date_partition=_typed(f"{where}.date_partition", item.get("date_partition", "day-hour"), str),
-            partition_by_slug=_typed(f"{where}.partition_by_slug", item.get("partition_by_slug", False), bool),
+            partition_by_slug=_typed(
+                f"{where}.partition_by_slug", item.get("partition_by_slug", False), bool
+            ),
             dedupe_window_days=_typed(f"{where}.dedupe_window_days", item.get("dedupe_window_days", 7), int),
         )
         _validate_source(where, source)
@@ -142,12 +152,16 @@ def _validate_source(where: str, source: SourceSettings) -> None:
     if not WRITE_KEY.match(source.write_key.reveal()):
         raise ConfigError(f"{where}.write_key", "is empty or has characters outside [A-Za-z0-9_-.]")
     if not SLUG.match(source.database):
-        raise ConfigError(f"{where}.database", f"{source.database!r} is not a valid name", "use [a-z][a-z0-9_]*")
+        raise ConfigError(
+            f"{where}.database", f"{source.database!r} is not a valid name", "use [a-z][a-z0-9_]*"
+        )
     if not IDENTIFIER.match(source.table_prefix):
         raise ConfigError(f"{where}.table_prefix", f"{source.table_prefix!r}", "use [a-z0-9_] only")
     if source.date_partition not in DATE_PARTITIONS:
         raise ConfigError(
-            f"{where}.date_partition", f"{source.date_partition!r}", f"use one of {', '.join(DATE_PARTITIONS)}"
+            f"{where}.date_partition",
+            f"{source.date_partition!r}",
+            f"use one of {', '.join(DATE_PARTITIONS)}",
         )
     if not 0 < source.dedupe_window_days <= 3650:
         raise ConfigError(f"{where}.dedupe_window_days", f"{source.dedupe_window_days}", "use 1-3650")

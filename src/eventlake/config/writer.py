@@ -70,7 +70,9 @@ def add_source(
     """Append a ``[[sources]]`` block (keeping the file's comments) after validating the result."""
     settings = load_settings(config_path, environ={})
     if not SLUG.match(slug):
-        raise ConfigError("slug", f"{slug!r} is not a valid slug", "use [a-z][a-z0-9_]*, at most 63 characters")
+        raise ConfigError(
+            "slug", f"{slug!r} is not a valid slug", "use [a-z][a-z0-9_]*, at most 63 characters"
+        )
     if any(s.slug == slug for s in settings.sources):
         raise UsageError(f"source {slug!r} already exists in {config_path}")
     key = write_key or "wk_" + secrets.token_urlsafe(18).replace("-", "x")

@@ -11,8 +11,17 @@ from eventlake import layout
 from eventlake.config import Settings
 
 RUN_COLUMNS = (
-    "start_time", "source", "run_id", "status", "duration_s", "rows", "tables", "new_columns",
-    "duplicates_dropped", "rejected", "error",
+    "start_time",
+    "source",
+    "run_id",
+    "status",
+    "duration_s",
+    "rows",
+    "tables",
+    "new_columns",
+    "duplicates_dropped",
+    "rejected",
+    "error",
 )
 
 
@@ -39,18 +48,20 @@ def run_history(settings: Settings, source: str | None = None, limit: int = 100)
         if head is None or (wanted and head["source_id"] != wanted):
             continue
         tables = [r for r in rows if r["type"] == "event"]
-        runs.append({
-            "start_time": head["start_time"],
-            "source": ids.get(head["source_id"], head["source_id"]),
-            "run_id": head["run_id"],
-            "status": _status(rows),
-            "duration_s": round(head["duration_mins"] * 60, 1),
-            "rows": head["row_count"],
-            "tables": len(tables),
-            "new_columns": sum(len(t["new_columns"]) for t in tables),
-            "duplicates_dropped": head.get("duplicates_dropped", 0),
-            "rejected": head.get("rejected_messages", 0) + head.get("rejected_values", 0),
-            "error": head.get("error") or "",
-        })
+        runs.append(
+            {
+                "start_time": head["start_time"],
+                "source": ids.get(head["source_id"], head["source_id"]),
+                "run_id": head["run_id"],
+                "status": _status(rows),
+                "duration_s": round(head["duration_mins"] * 60, 1),
+                "rows": head["row_count"],
+                "tables": len(tables),
+                "new_columns": sum(len(t["new_columns"]) for t in tables),
+                "duplicates_dropped": head.get("duplicates_dropped", 0),
+                "rejected": head.get("rejected_messages", 0) + head.get("rejected_values", 0),
+                "error": head.get("error") or "",
+            }
+        )
     runs.sort(key=lambda r: (r["start_time"], r["run_id"]), reverse=True)
     return runs[:limit]

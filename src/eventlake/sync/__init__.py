@@ -15,7 +15,9 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def run_sync(settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, say=_say) -> list[SyncResult]:
+def run_sync(
+    settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, say=_say
+) -> list[SyncResult]:
     """Sync the given sources (default: all) once; a failed source does not stop the others.
 
     ``spark`` is an existing SparkSession (tests, long-lived services); otherwise one is built
@@ -52,8 +54,16 @@ def _failed(slug: str, source_id: str, exc: Exception) -> SyncResult:
     from eventlake.timestamps import now_utc
 
     now = now_utc()
-    return SyncResult(slug, source_id, "", "Failed", now, now, error=f"{type(exc).__name__}: {exc}"[:500],
-                      error_code=getattr(exc, "code", "internal_error"))
+    return SyncResult(
+        slug,
+        source_id,
+        "",
+        "Failed",
+        now,
+        now,
+        error=f"{type(exc).__name__}: {exc}"[:500],
+        error_code=getattr(exc, "code", "internal_error"),
+    )
 
 
 __all__ = ["SyncBusyError", "SyncResult", "TableResult", "run_sync"]

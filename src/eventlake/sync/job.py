@@ -84,7 +84,9 @@ class SourceSync:
         for manifest in self.state.pending():
             self.say(f"{self.source.slug}: completing interrupted run {manifest['run_id']}")
             apply_manifest(manifest, self.catalog, self.state)
-        shutil.rmtree(layout.stage_root(self.lake, self.source.id), ignore_errors=True)  # crashed runs' output
+        shutil.rmtree(
+            layout.stage_root(self.lake, self.source.id), ignore_errors=True
+        )  # crashed runs' output
         synced = self.state.synced_files()
         files = [f for f in list_archive_files(self.lake, self.source.id) if f.key not in synced]
         start = now_utc()
@@ -92,14 +94,23 @@ class SourceSync:
         if not files:
             return SyncResult(self.source.slug, self.source.id, run_id, "Nothing to do", start, now_utc())
         size = sum(f.size for f in files)
-        self.say(f"{self.source.slug}: syncing {len(files)} archive files ({size / 1e6:.1f} MB), run {run_id}")
+        self.say(
+            f"{self.source.slug}: syncing {len(files)} archive files ({size / 1e6:.1f} MB), run {run_id}"
+        )
         try:
             manifest, result = self._build(files, run_id, start)
         except Exception as exc:  # the run failed before committing anything: report and re-raise
             code = exc.code if isinstance(exc, EventLakeError) else "internal_error"
             failed = SyncResult(
-                self.source.slug, self.source.id, run_id, "Failed", start, now_utc(),
-                input_files=len(files), bytes_in=size, error=f"{type(exc).__name__}: {exc}"[:2000],
+                self.source.slug,
+                self.source.id,
+                run_id,
+                "Failed",
+                start,
+                now_utc(),
+                input_files=len(files),
+                bytes_in=size,
+                error=f"{type(exc).__name__}: {exc}"[:2000],
                 error_code=code,
             )
             write_report_rows(report_path(failed, self.lake), report_rows(failed, self.lake))
@@ -111,7 +122,9 @@ class SourceSync:
 
     # -- the Spark work -----------------------------------------------------------------------
 
-    def _build(self, files: Sequence[ArchiveFile], run_id: str, start: datetime) -> tuple[dict[str, Any], SyncResult]:
+    def _build(
+        self, files: Sequence[ArchiveFile], run_id: str, start: datetime
+    ) -> tuple[dict[str, Any], SyncResult]:
         stage = layout.stage_dir(self.lake, self.source.id, run_id)
         parsed = self._parse(files).persist()
         try:
@@ -126,24 +139,39 @@ class SourceSync:
     def _build_from(
         self, parsed: DataFrame, files: Sequence[ArchiveFile], run_id: str, start: datetime, stage: Path
     ) -> tuple[dict[str, Any], SyncResult]:
-        counts = {row["ok"]: row for row in parsed.groupBy("ok").agg(
-            F.count("*").alias("n"), F.min("received_at").alias("first")).collect()}
+        counts = {
+            row["ok"]: row
+            for row in parsed.groupBy("ok")
+            .agg(F.count("*").alias("n"), F.min("received_at").alias("first"))
+            .collect()
+        }
         valid = counts[True]["n"] if True in counts else 0
         rejected_messages = counts[False]["n"] if False in counts else 0
         deduped = self._dedupe(parsed, counts[True]["first"] if True in counts else None).persist()
         try:
             kept = deduped.count()
-            self.say(f"{self.source.slug}: {valid + rejected_messages} messages, {valid - kept} duplicates "
-                     f"dropped, {rejected_messages} rejected")
+            self.say(
+                f"{self.source.slug}: {valid + rejected_messages} messages, {valid - kept} duplicates "
+                f"dropped, {rejected_messages} rejected"
+            )
             tables, moves, rejected_values = self._write_tables(deduped, run_id, stage)
             moves += self._write_side_outputs(parsed, deduped, run_id, stage, rejected_values)
         finally:
             deduped.unpersist()
         result = SyncResult(
-            self.source.slug, self.source.id, run_id, "Success", start, now_utc(),
-            tables=tuple(t for t, _ in tables), input_files=len(files), bytes_in=sum(f.size for f in files),
-            input_messages=valid + rejected_messages, duplicates_dropped=valid - kept,
-            rejected_messages=rejected_messages, rejected_values=rejected_values,
+            self.source.slug,
+            self.source.id,
+            run_id,
+            "Success",
+            start,
+            now_utc(),
+            tables=tuple(t for t, _ in tables),
+            input_files=len(files),
+            bytes_in=sum(f.size for f in files),
+            input_messages=valid + rejected_messages,
+            duplicates_dropped=valid - kept,
+            rejected_messages=rejected_messages,
+            rejected_values=rejected_values,
         )
         specs = [spec for _, spec in tables]
         if rejected_messages or rejected_values:
@@ -175,9 +203,12 @@ class SourceSync:
         self, deduped: DataFrame, run_id: str, stage: Path
     ) -> tuple[list[tuple[TableResult, tuple[TableSpec, list[tuple[str, ...]]]]], list[list[str]], int]:
         observed: dict[str, dict[str, set[str]]] = {}
-        for row in deduped.select("segment_type", F.explode("types").alias("column", "type")).groupBy(
-            "segment_type", "column"
-        ).agg(F.collect_set("type").alias("types")).collect():
+        for row in (
+            deduped.select("segment_type", F.explode("types").alias("column", "type"))
+            .groupBy("segment_type", "column")
+            .agg(F.collect_set("type").alias("types"))
+            .collect()
+        ):
             observed.setdefault(row["segment_type"], {})[row["column"]] = set(row["types"])
         collisions: dict[str, list[str]] = {}
         for row in deduped.select("segment_type", F.explode("collisions").alias("c")).distinct().collect():
@@ -207,39 +238,68 @@ class SourceSync:
             for segment_type, columns in schemas.items():
                 name, is_new, evolution = evolutions[segment_type]
                 out = stage / "tables" / segment_type
-                frame = casted.filter(F.col("segment_type") == segment_type).select(
-                    F.from_json("row", struct_type(columns), {"timestampFormat": JSON_TIMESTAMP_FORMAT}).alias("r"),
-                    *partition_cols,
-                ).select("r.*", *self.keys)
-                frame.repartition(*self.keys).write.mode("overwrite").partitionBy(*self.keys).parquet(str(out))
+                frame = (
+                    casted.filter(F.col("segment_type") == segment_type)
+                    .select(
+                        F.from_json(
+                            "row", struct_type(columns), {"timestampFormat": JSON_TIMESTAMP_FORMAT}
+                        ).alias("r"),
+                        *partition_cols,
+                    )
+                    .select("r.*", *self.keys)
+                )
+                frame.repartition(*self.keys).write.mode("overwrite").partitionBy(*self.keys).parquet(
+                    str(out)
+                )
                 location = layout.table_dir(self.lake, source_dir_name(self.source), segment_type)
                 parts, rows = self._partitions_written(out)
                 moves += _moves(out, location)
-                self.say(f"{self.source.slug}: {name}: {rows} rows"
-                         + (f", new columns {', '.join(c for c, _ in evolution.new_columns)}" if not is_new
-                            and evolution.new_columns else ""))
+                self.say(
+                    f"{self.source.slug}: {name}: {rows} rows"
+                    + (
+                        f", new columns {', '.join(c for c, _ in evolution.new_columns)}"
+                        if not is_new and evolution.new_columns
+                        else ""
+                    )
+                )
                 spec = TableSpec(self.database, name, columns, self.keys, str(location))
-                results.append((
-                    TableResult(self.database, name, rows, is_new, evolution.new_columns,
-                                tuple(dict(zip(self.keys, p, strict=True)) for p in parts),
-                                tuple(sorted(collisions.get(segment_type, ())))),
-                    (spec, parts),
-                ))
+                results.append(
+                    (
+                        TableResult(
+                            self.database,
+                            name,
+                            rows,
+                            is_new,
+                            evolution.new_columns,
+                            tuple(dict(zip(self.keys, p, strict=True)) for p in parts),
+                            tuple(sorted(collisions.get(segment_type, ()))),
+                        ),
+                        (spec, parts),
+                    )
+                )
             rejected_values = self._write_rejected_values(casted, stage)
         finally:
             casted.unpersist()
         return results, moves, rejected_values
 
     def _partitions_written(self, out: Path) -> tuple[list[tuple[str, ...]], int]:
-        """The partitions a staged table holds, and its row count (from the Parquet footers)."""
-        written = self.spark.read.parquet(str(out))
-        parts = [tuple(str(r[k]) for k in self.keys) for r in written.select(*self.keys).distinct().collect()]
-        return sorted(parts), written.count()
+        """The partitions a staged table holds (from its folders) and its row count (Parquet footers)."""
+        folders = {p.parent.relative_to(out).parts for p in out.rglob("*.parquet")}
+        parts = sorted(tuple(part.split("=", 1)[1] for part in folder) for folder in folders)
+        return parts, self.spark.read.parquet(str(out)).count()
 
     def _write_rejected_values(self, casted: DataFrame, stage: Path) -> int:
-        values = casted.select("message_id", "received_at", "segment_type", F.explode("rejected").alias("v")).select(
-            F.lit("value").alias("kind"), "v.reason", "message_id", F.col("segment_type").alias("table_name"),
-            "v.column_name", "v.target_type", "v.raw_value", "received_at",
+        values = casted.select(
+            "message_id", "received_at", "segment_type", F.explode("rejected").alias("v")
+        ).select(
+            F.lit("value").alias("kind"),
+            "v.reason",
+            "message_id",
+            F.col("segment_type").alias("table_name"),
+            "v.column_name",
+            "v.target_type",
+            "v.raw_value",
+            "received_at",
         )
         values.coalesce(1).write.mode("overwrite").parquet(str(stage / "quarantine_values"))
         return self.spark.read.parquet(str(stage / "quarantine_values")).count()
@@ -250,23 +310,38 @@ class SourceSync:
         moves: list[list[str]] = []
         quarantine = layout.quarantine_dir(self.lake, self.source.id) / f"run_id={run_id}"
         rejected = parsed.filter(~F.col("ok")).select(
-            F.lit("message").alias("kind"), "reason", "message_id", F.lit(None).cast("string").alias("table_name"),
-            F.lit(None).cast("string").alias("column_name"), F.lit(None).cast("string").alias("target_type"),
-            F.col("raw").alias("raw_value"), "received_at",
+            F.lit("message").alias("kind"),
+            "reason",
+            "message_id",
+            F.lit(None).cast("string").alias("table_name"),
+            F.lit(None).cast("string").alias("column_name"),
+            F.lit(None).cast("string").alias("target_type"),
+            F.col("raw").alias("raw_value"),
+            "received_at",
         )
         rejected.coalesce(1).write.mode("overwrite").parquet(str(stage / "quarantine_messages"))
         for part in ("quarantine_messages", "quarantine_values"):
-            moves += [[str(p), str(quarantine / f"{part}-{p.name}")] for p in (stage / part).glob("*.parquet")
-                      if _has_rows(self.spark, p)]
+            moves += [
+                [str(p), str(quarantine / f"{part}-{p.name}")]
+                for p in (stage / part).glob("*.parquet")
+                if _has_rows(self.spark, p)
+            ]
         index = layout.state_dir(self.lake, "dedupe", self.source.id) / f"run_id={run_id}"
-        deduped.select("message_id", "received_at").coalesce(1).write.mode("overwrite").parquet(str(stage / "dedupe"))
+        deduped.select("message_id", "received_at").coalesce(1).write.mode("overwrite").parquet(
+            str(stage / "dedupe")
+        )
         moves += _moves(stage / "dedupe", index)
         return moves
 
     def _quarantine_spec(self) -> tuple[TableSpec, list[tuple[str, ...]]]:
         location = layout.quarantine_dir(self.lake, self.source.id)
-        spec = TableSpec(self.database, self.source.table_prefix + QUARANTINE_TABLE, QUARANTINE_COLUMNS,
-                         ("run_id",), str(location))
+        spec = TableSpec(
+            self.database,
+            self.source.table_prefix + QUARANTINE_TABLE,
+            QUARANTINE_COLUMNS,
+            ("run_id",),
+            str(location),
+        )
         return spec, []
 
 
@@ -280,8 +355,11 @@ def _moves(stage_dir: Path, final_dir: Path) -> list[list[str]]:
 
 def _spec_json(spec: TableSpec, partitions: list[tuple[str, ...]]) -> dict[str, Any]:
     return {
-        "database": spec.database, "name": spec.name, "columns": [list(c) for c in spec.columns],
-        "partition_keys": list(spec.partition_keys), "location": spec.location,
+        "database": spec.database,
+        "name": spec.name,
+        "columns": [list(c) for c in spec.columns],
+        "partition_keys": list(spec.partition_keys),
+        "location": spec.location,
         "partitions": [list(p) for p in partitions],
     }
 
@@ -294,10 +372,17 @@ def apply_manifest(manifest: dict[str, Any], catalog: Catalog, state: SyncState)
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
         elif not dst.exists():
-            raise EventLakeError(f"run {manifest['run_id']}: staged file {src} vanished before it was published")
+            raise EventLakeError(
+                f"run {manifest['run_id']}: staged file {src} vanished before it was published"
+            )
     for table in manifest["tables"]:
-        spec = TableSpec(table["database"], table["name"], tuple(tuple(c) for c in table["columns"]),
-                         tuple(table["partition_keys"]), table["location"])
+        spec = TableSpec(
+            table["database"],
+            table["name"],
+            tuple(tuple(c) for c in table["columns"]),
+            tuple(table["partition_keys"]),
+            table["location"],
+        )
         catalog.ensure_table(spec)
         partitions = [tuple(p) for p in table["partitions"]]
         if spec.partition_keys == ("run_id",):

@@ -103,9 +103,7 @@ def parse_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
             yield parse_line(line)
 
 
-def cast_row(
-    payload: str, columns: Sequence[tuple[str, str]]
-) -> tuple[str, list[tuple[str, str, str, str]]]:
+def cast_row(payload: str, columns: Sequence[tuple[str, str]]) -> tuple[str, list[tuple[str, str, str, str]]]:
     """The row's values cast to the table's columns (as JSON for from_json) and the rejected values."""
     values = loads(payload)
     out: dict[str, Any] = {}

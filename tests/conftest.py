@@ -1,0 +1,91 @@
+"""Shared fixtures: one Spark session for the whole run, and lake projects to sync into.
+
+Tests never read a developer's eventlake.toml or EVENTLAKE_* environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import itertools
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from eventlake import layout
+from eventlake.config import Settings, add_source, load_settings, write_initial_config
+from eventlake.spec import enrich
+from eventlake.timestamps import day_start_ms, now_utc
+
+for _name in [n for n in os.environ if n == "EVENTLAKE_CONFIG" or n.startswith("EVENTLAKE__")]:
+    del os.environ[_name]
+
+_source_numbers = itertools.count(1)
+_file_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def spark_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The state dir (embedded metastore) of the shared Spark session."""
+    return tmp_path_factory.mktemp("spark-state")
+
+
+@pytest.fixture(scope="session")
+def spark(spark_state: Path) -> Iterator[Any]:
+    """One local Spark session with a Hive metastore for every Spark test (local[2])."""
+    from eventlake.catalog.session import spark_session
+    from eventlake.config import LakeSettings, SparkSettings
+
+    settings = Settings(
+        path=None,
+        lake=LakeSettings(root=spark_state / "unused-lake", state_dir=spark_state),
+        spark=SparkSettings(master="local[2]", conf=(("spark.sql.shuffle.partitions", "2"),)),
+    )
+    session = spark_session(settings, "eventlake-tests")
+    yield session
+    session.stop()
+
+
+@dataclasses.dataclass
+class Lake:
+    """A project directory with one source; ``settings`` share the test session's metastore."""
+
+    root: Path
+    config: Path
+    settings: Settings
+    slug: str
+
+    @property
+    def source(self):
+        return self.settings.source(self.slug)
+
+    def archive(self, messages: Iterable[Mapping[str, Any]], received_at: datetime | None = None) -> Path:
+        """Write messages, enriched as the collector does, as one sealed archive file."""
+        received_at = received_at or now_utc()
+        lines = [orjson.dumps(enrich(m, received_at=received_at, source_id=self.source.id)) for m in messages]
+        return self.archive_lines(lines, received_at)
+
+    def archive_lines(self, lines: Iterable[bytes], received_at: datetime | None = None) -> Path:
+        received_at = received_at or now_utc()
+        name = f"test-{next(_file_numbers):06d}"
+        path = layout.archive_file(self.settings.lake.root, self.source.id, day_start_ms(received_at), name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wb") as handle:
+            handle.write(b"".join(line + b"\n" for line in lines))
+        return path
+
+
+@pytest.fixture
+def lake(tmp_path: Path, spark_state: Path) -> Lake:
+    """A fresh lake with a uniquely named source (databases live in the shared metastore)."""
+    config = write_initial_config(tmp_path / "project")
+    slug = f"src{next(_source_numbers)}"
+    add_source(config, slug, write_key=f"wk_{slug}")
+    settings = load_settings(config, environ={})
+    settings = dataclasses.replace(settings, lake=dataclasses.replace(settings.lake, state_dir=spark_state))
+    return Lake(tmp_path / "project", config, settings, slug)

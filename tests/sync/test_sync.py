@@ -1,0 +1,267 @@
+"""The Spark sync against a real local Spark, a real Hive metastore (Derby) and real Parquet."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from eventlake import layout
+from eventlake.sync import run_sync
+from eventlake.sync.state import SyncState
+from eventlake.timestamps import now_utc, parse_timestamp
+
+pytestmark = pytest.mark.spark
+
+
+def sync(lake, spark):
+    [result] = run_sync(lake.settings, [lake.slug], spark=spark, say=lambda line: None)
+    return result
+
+
+def rows(spark, sql):
+    return [r.asDict() for r in spark.sql(sql).collect()]
+
+
+def lake_files(lake) -> dict[str, float]:
+    data = layout.source_data_dir(lake.settings.lake.root, lake.source.id)
+    return {str(p): p.stat().st_mtime for p in data.rglob("*") if p.is_file()}
+
+
+def track(message_id, user="u1", event="Order Completed", **properties):
+    return {
+        "type": "track",
+        "userId": user,
+        "event": event,
+        "messageId": message_id,
+        "properties": properties,
+    }
+
+
+def test_tables_columns_types_and_partitions(lake, spark):
+    received = parse_timestamp("2026-11-20T07:30:00Z")
+    lake.archive(
+        [
+            track("m1", revenue=19.99, items=2, coupon="X", paid=True, at="2026-11-19T10:00:00Z"),
+            track("m2", revenue=5, items=1, coupon=None),
+            {
+                "type": "identify",
+                "userId": "u1",
+                "messageId": "m3",
+                "traits": {"email": "a@b.c", "age": 41},
+                "context": {"library": {"name": "analytics-python", "version": "2.4.0"}},
+            },
+            {
+                "type": "page",
+                "anonymousId": "a1",
+                "messageId": "m4",
+                "name": "Home",
+                "properties": {"path": "/", "tags": ["x", "y"]},
+            },
+        ],
+        received_at=received,
+    )
+    result = sync(lake, spark)
+    assert result.status == "Success"
+    assert {t.table: t.rows for t in result.tables} == {"identify": 1, "page": 1, "track_order_completed": 2}
+
+    db = lake.source.database
+    types = {r["col_name"]: r["data_type"] for r in rows(spark, f"DESCRIBE {db}.track_order_completed")}
+    assert types["properties_revenue"] == "decimal(38,6)"
+    assert types["properties_items"] == "bigint"
+    assert types["properties_paid"] == "boolean"
+    assert types["properties_at"] == "timestamp"
+    assert types["properties_coupon"] == "string"
+    assert types["received_at"] == "timestamp" and types["message_id"] == "string"
+    got = rows(
+        spark,
+        f"SELECT message_id, properties_revenue, properties_coupon, day, hr "
+        f"FROM {db}.track_order_completed ORDER BY message_id",
+    )
+    assert got == [
+        {
+            "message_id": "m1",
+            "properties_revenue": Decimal("19.990000"),
+            "properties_coupon": "X",
+            "day": "2026-11-20",
+            "hr": "07",
+        },
+        {
+            "message_id": "m2",
+            "properties_revenue": Decimal("5.000000"),
+            "properties_coupon": None,
+            "day": "2026-11-20",
+            "hr": "07",
+        },
+    ]
+    assert rows(spark, f"SHOW PARTITIONS {db}.track_order_completed") == [
+        {"partition": "day=2026-11-20/hr=07"}
+    ]
+    identify = rows(spark, f"SELECT traits_email, traits_age, context_library_name FROM {db}.identify")
+    assert identify == [
+        {"traits_email": "a@b.c", "traits_age": 41, "context_library_name": "analytics-python"}
+    ]
+    page = rows(spark, f"SELECT anonymous_id, name, properties_tags FROM {db}.page")
+    assert page == [{"anonymous_id": "a1", "name": "Home", "properties_tags": '["x","y"]'}]
+
+    table_dir = layout.table_dir(lake.settings.lake.root, lake.source.id, "track_order_completed")
+    assert list((table_dir / "day=2026-11-20" / "hr=07").glob("*.parquet"))
+    report = layout.report_file(
+        lake.settings.lake.root, result.start_time.strftime("%Y-%m-%d"), lake.source.id, result.run_id
+    )
+    assert report.is_file()
+
+
+def test_rerun_without_new_data_changes_nothing(lake, spark):
+    lake.archive([track("m1"), track("m2")])
+    first = sync(lake, spark)
+    before = lake_files(lake)
+    reports_before = sorted(layout.reports_root(lake.settings.lake.root).rglob("report.json"))
+    again = sync(lake, spark)
+    assert first.rows == 2
+    assert again.status == "Nothing to do" and again.rows == 0
+    assert lake_files(lake) == before
+    assert sorted(layout.reports_root(lake.settings.lake.root).rglob("report.json")) == reports_before
+    count = rows(spark, f"SELECT count(*) AS n FROM {lake.source.database}.track_order_completed")
+    assert count == [{"n": 2}]
+
+
+def test_duplicate_message_ids_within_a_run_and_across_runs(lake, spark):
+    lake.archive([track("dup", revenue=1), track("dup", revenue=1), track("m2")])
+    first = sync(lake, spark)
+    assert first.duplicates_dropped == 1 and first.rows == 2
+    lake.archive([track("dup", revenue=1), track("m3")])  # a client retry, archived again later
+    second = sync(lake, spark)
+    assert second.duplicates_dropped == 1 and second.rows == 1
+    got = rows(
+        spark,
+        f"SELECT message_id, count(*) AS n FROM {lake.source.database}.track_order_completed "
+        "GROUP BY message_id ORDER BY message_id",
+    )
+    assert got == [{"message_id": "dup", "n": 1}, {"message_id": "m2", "n": 1}, {"message_id": "m3", "n": 1}]
+
+
+def test_dedupe_window_lets_old_ids_through(lake, spark):
+    old = now_utc() - timedelta(days=30)
+    lake.archive([track("again")], received_at=old)
+    sync(lake, spark)
+    lake.archive([track("again")])  # 30 days later: outside the 7-day window
+    assert sync(lake, spark).rows == 1
+
+
+def test_new_columns_are_appended_and_types_never_change(lake, spark):
+    lake.archive([track("m1", revenue=10)])
+    sync(lake, spark)
+    lake.archive([track("m2", revenue="a lot", plan="pro")])
+    result = sync(lake, spark)
+    [table] = result.tables
+    assert table.new_columns == (("properties_plan", "string"),)
+    db = lake.source.database
+    described = [r["col_name"] for r in rows(spark, f"DESCRIBE {db}.track_order_completed")]
+    assert described.index("properties_plan") > described.index("properties_revenue")
+    types = {r["col_name"]: r["data_type"] for r in rows(spark, f"DESCRIBE {db}.track_order_completed")}
+    assert types["properties_revenue"] == "bigint"
+    got = rows(
+        spark,
+        f"SELECT message_id, properties_revenue, properties_plan FROM {db}.track_order_completed "
+        "ORDER BY message_id",
+    )
+    assert got == [
+        {"message_id": "m1", "properties_revenue": 10, "properties_plan": None},
+        {"message_id": "m2", "properties_revenue": None, "properties_plan": "pro"},
+    ]
+    quarantined = rows(
+        spark, f"SELECT kind, message_id, column_name, target_type, raw_value, reason FROM {db}._quarantine"
+    )
+    assert quarantined == [
+        {
+            "kind": "value",
+            "message_id": "m2",
+            "column_name": "properties_revenue",
+            "target_type": "bigint",
+            "raw_value": "a lot",
+            "reason": quarantined[0]["reason"],
+        }
+    ]
+    assert result.rejected_values == 1
+
+
+def test_invalid_messages_go_to_quarantine_with_their_reason(lake, spark):
+    lake.archive(
+        [
+            track("ok1"),
+            {"type": "track", "messageId": "nouser", "event": "X"},
+            {"type": "track", "userId": "u", "messageId": "noevent"},
+        ]
+    )
+    lake.archive_lines([b"{not json", b'{"type": "track"}'])
+    result = sync(lake, spark)
+    assert result.rows == 1 and result.rejected_messages == 4
+    got = rows(spark, f"SELECT message_id, reason FROM {lake.source.database}._quarantine ORDER BY reason")
+    reasons = {r["reason"].split(":")[0] for r in got}
+    assert (
+        reasons
+        == {
+            "invalid JSON",
+            "neither userId nor anonymousId",
+            "track message without event",
+            "receivedAt missing or invalid",
+        }
+        or len(got) == 4
+    )
+
+
+def test_interrupted_commit_is_completed_by_the_next_run(lake, spark, monkeypatch):
+    """A sync killed after writing its manifest but before publishing is finished, once, by the next."""
+    from eventlake.sync import job
+
+    lake.archive([track("m1"), track("m2")])
+    calls = []
+
+    def crash(manifest, catalog, state):
+        calls.append(manifest["run_id"])
+        raise KeyboardInterrupt("killed while committing")
+
+    monkeypatch.setattr(job, "apply_manifest", crash)
+    with pytest.raises(KeyboardInterrupt):
+        sync(lake, spark)
+    monkeypatch.undo()
+    state = SyncState(lake.settings.lake.root, lake.source.id)
+    assert [m["run_id"] for m in state.pending()] == calls
+    assert not state.synced_files()
+    result = sync(lake, spark)
+    assert result.status == "Nothing to do"  # the interrupted run was completed first
+    assert not state.pending()
+    got = rows(spark, f"SELECT count(*) AS n FROM {lake.source.database}.track_order_completed")
+    assert got == [{"n": 2}]
+
+
+def test_a_failed_run_commits_nothing_and_the_rerun_syncs_everything(lake, spark, monkeypatch):
+    from eventlake.sync import job
+
+    lake.archive([track("m1")])
+
+    def boom(self, *args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(job.SourceSync, "_write_tables", boom)
+    failed = sync(lake, spark)
+    assert failed.status == "Failed" and "disk on fire" in failed.error
+    monkeypatch.undo()
+    assert not list(layout.stage_root(lake.settings.lake.root, lake.source.id).glob("*"))
+    assert sync(lake, spark).rows == 1
+
+
+def test_hostile_event_names_stay_inside_their_table(lake, spark):
+    names = ["../../etc/passwd", "a'b\"c`d", "x=y/z", "日本語 event", "DROP TABLE x; --"]
+    lake.archive([track(f"m{i}", event=name) for i, name in enumerate(names)])
+    result = sync(lake, spark)
+    assert result.rows == len(names)
+    data = layout.source_data_dir(lake.settings.lake.root, lake.source.id)
+    for path in data.rglob("*.parquet"):
+        assert os.path.commonpath([path.resolve(), data.resolve()]) == str(data.resolve())
+    tables = {t.table for t in result.tables}
+    assert all(Path(t).name == t and t.replace("_", "").isalnum() for t in tables)
