@@ -17,6 +17,8 @@ from eventlake.timestamps import day_start_ms, parse_timestamp
 
 from .harness import Collector
 
+pytestmark = pytest.mark.integration
+
 SINGLE_CALLS: dict[str, dict[str, Any]] = {
     "track": {"userId": "u1", "event": "Order Completed", "properties": {"revenue": 9.5}},
     "identify": {"userId": "u1", "traits": {"email": "a@example.com"}},

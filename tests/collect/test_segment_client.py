@@ -14,6 +14,8 @@ from eventlake.timestamps import parse_timestamp
 
 from .harness import Collector
 
+pytestmark = pytest.mark.integration
+
 SENT_AT = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
 
 

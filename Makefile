@@ -1,0 +1,37 @@
+# The README's two commands: `make demo` and `make test`. Both set everything up themselves.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test lint unit setup java clean
+
+demo: setup
+	$(BIN)/python scripts/demo.py
+
+test: setup lint
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check src tests scripts bench
+	$(BIN)/ruff format --check src tests scripts bench
+	$(BIN)/lint-imports
+
+unit: setup  ## the fast tier: no Spark, no servers
+	$(BIN)/python -m pytest -m "not spark and not integration"
+
+setup: java $(INSTALLED)
+
+java:
+	@scripts/ensure-java.sh
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+clean:
+	rm -rf $(VENV) demo-run .pytest_cache .ruff_cache build src/*.egg-info

@@ -1,0 +1,146 @@
+"""Settings: defaults, validation messages that name the setting, environment, documentation."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from eventlake.config import (
+    CatalogSettings,
+    CollectorSettings,
+    LakeSettings,
+    Secret,
+    SourceSettings,
+    SparkSettings,
+    SyncSettings,
+    add_source,
+    load_settings,
+    write_initial_config,
+)
+from eventlake.errors import ConfigError, UsageError
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return write_initial_config(tmp_path / "p")
+
+
+def test_initial_config_loads_with_embedded_defaults(config: Path) -> None:
+    settings = load_settings(config, environ={})
+    assert settings.lake.root == config.parent / "lake"
+    assert settings.lake.state_dir == config.parent / ".eventlake"
+    assert settings.catalog.kind == "hive" and settings.spark.master == "local[*]"
+    assert settings.collector.port == 8088 and settings.collector.seal_max_age_seconds == 5.0
+    assert dict(settings.spark.conf) == {"spark.sql.shuffle.partitions": "4"}
+    assert settings.sources == ()
+
+
+def test_init_refuses_to_overwrite(config: Path) -> None:
+    with pytest.raises(UsageError, match="already exists"):
+        write_initial_config(config.parent)
+
+
+def test_sources_add_keeps_comments_and_generates_ids(config: Path) -> None:
+    first = add_source(config, "web", write_key="wk_web")
+    second = add_source(config, "app")
+    settings = load_settings(config, environ={})
+    assert [s.slug for s in settings.sources] == ["web", "app"]
+    assert settings.source("web").id == first["id"] and re.fullmatch(r"[A-Za-z0-9]{10}", first["id"])
+    assert second["write_key"].startswith("wk_") and second["id"] != first["id"]
+    assert settings.source_by_write_key("wk_web").slug == "web"
+    assert "# eventlake configuration" in config.read_text()
+    with pytest.raises(UsageError, match="already exists"):
+        add_source(config, "web")
+    with pytest.raises(ConfigError, match="slug"):
+        add_source(config, "Bad Slug")
+
+
+def test_unknown_source_names_the_known_ones(config: Path) -> None:
+    add_source(config, "web")
+    with pytest.raises(UsageError, match=r"unknown source 'nope' \(known: web"):
+        load_settings(config, environ={}).source("nope")
+
+
+@pytest.mark.parametrize(
+    ("text", "setting"),
+    [
+        ("[collector]\nport = 70000\n", "collector.port"),
+        ('[collector]\nport = "8088"\n', "collector.port"),
+        ("[collector]\nprot = 1\n", "collector.prot"),
+        ('[catalog]\nkind = "glue2"\n', "catalog.kind"),
+        ("[spark]\nconf = 3\n", "spark.conf"),
+        ("[nonsense]\n", "nonsense"),
+        ("[sync]\ninterval_seconds = 0\n", "sync.interval_seconds"),
+        (
+            '[[sources]]\nslug = "web"\nid = "a"\nwrite_key = "k"\ndate_partition = "weekly"\n',
+            "sources.web.date_partition",
+        ),
+        ('[[sources]]\nslug = "web"\nid = "a"\n', "sources[0].write_key"),
+        (
+            '[[sources]]\nslug = "web"\nid = "a"\nwrite_key = "k"\n[[sources]]\nslug = "app"\nid = "b"\n'
+            'write_key = "k"\n',
+            "sources.app.write_key",
+        ),
+    ],
+)
+def test_bad_settings_are_named(tmp_path: Path, text: str, setting: str) -> None:
+    path = tmp_path / "eventlake.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_settings(path, environ={})
+    assert error.value.setting == setting
+    assert setting in str(error.value)
+
+
+def test_invalid_toml_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="eventlake init"):
+        load_settings(tmp_path / "missing.toml", environ={})
+    bad = tmp_path / "eventlake.toml"
+    bad.write_text("[lake\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(bad, environ={})
+
+
+def test_environment_overrides_the_file(config: Path) -> None:
+    environ = {"EVENTLAKE__COLLECTOR__PORT": "9000", "EVENTLAKE__SPARK__MASTER": "local[2]"}
+    settings = load_settings(config, environ=environ)
+    assert settings.collector.port == 9000 and settings.spark.master == "local[2]"
+    with pytest.raises(ConfigError, match="collector.port"):
+        load_settings(config, environ={"EVENTLAKE__COLLECTOR__PORT": "many"})
+
+
+def test_config_path_from_environment(config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(None, environ={"EVENTLAKE_CONFIG": str(config)})
+    assert settings.path == config
+
+
+def test_secrets_never_show(config: Path) -> None:
+    add_source(config, "web", write_key="wk_topsecret")
+    settings = load_settings(config, environ={})
+    assert "wk_topsecret" not in repr(settings) and "wk_topsecret" not in str(settings.sources[0])
+    assert Secret("x").reveal() == "x"
+
+
+def test_every_setting_is_documented() -> None:
+    readme = README.read_text()
+    sections = {
+        "lake": LakeSettings,
+        "catalog": CatalogSettings,
+        "spark": SparkSettings,
+        "collector": CollectorSettings,
+        "sync": SyncSettings,
+        "sources[]": SourceSettings,
+    }
+    missing = [
+        f"{name}.{field.name}"
+        for name, cls in sections.items()
+        for field in dataclasses.fields(cls)
+        if f"`{name}.{field.name}`" not in readme
+    ]
+    assert not missing, f"settings missing from the README's Configuration table: {missing}"

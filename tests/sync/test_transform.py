@@ -1,0 +1,82 @@
+"""The per-message work of the Spark workers, as plain functions (no Spark session)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import orjson
+
+from eventlake.spec import enrich
+from eventlake.sync.transform import cast_row, loads, parse_line
+from eventlake.timestamps import parse_timestamp
+
+RECEIVED = parse_timestamp("2026-11-22T10:47:00.123Z")
+
+
+def archived(message: dict) -> str:
+    return orjson.dumps(enrich(message, received_at=RECEIVED, source_id="src1")).decode()
+
+
+def test_a_valid_message_is_flattened_and_typed() -> None:
+    line = archived(
+        {
+            "type": "track",
+            "userId": "u1",
+            "event": "Order Completed",
+            "messageId": "m1",
+            "properties": {"revenue": 19.99, "items": 2, "tags": ["a"]},
+            "context": {"ip": "1.2.3.4"},
+        }
+    )
+    ok, message_id, received, segment_type, payload, types, collisions, reason, raw = parse_line(line)
+    assert (ok, message_id, received, segment_type, reason, raw) == (
+        True,
+        "m1",
+        RECEIVED,
+        "track_order_completed",
+        None,
+        None,
+    )
+    values = loads(payload)
+    assert values["properties_revenue"] == 19.99 and values["properties_tags"] == '["a"]'
+    assert values["context_ip"] == "1.2.3.4" and values["project_id"] == "src1"
+    assert types["properties_revenue"] == "decimal(38,6)" and types["properties_items"] == "bigint"
+    assert types["received_at"] == "timestamp" and collisions == []
+
+
+def test_invalid_lines_are_rejected_with_a_reason_and_kept_raw() -> None:
+    rejected = parse_line("{nope")
+    assert rejected[0] is False and rejected[7].startswith("invalid JSON") and rejected[8] == "{nope"
+    no_user = archived({"type": "track", "event": "X", "messageId": "m2"})
+    result = parse_line(no_user)
+    assert result[0] is False and result[1] == "m2" and result[7] == "neither userId nor anonymousId"
+    assert result[8] == no_user
+
+
+def test_top_level_keys_never_shadow_partition_columns() -> None:
+    line = archived({"type": "identify", "userId": "u1", "messageId": "m3", "day": "monday", "hr": 5})
+    values = loads(parse_line(line)[4])
+    assert values["_day"] == "monday" and values["_hr"] == 5 and "day" not in values
+
+
+def test_collisions_are_reported() -> None:
+    line = archived(
+        {
+            "type": "identify",
+            "userId": "u1",
+            "messageId": "m4",
+            "traits": {"firstName": "A", "first_name": "B"},
+        }
+    )
+    assert parse_line(line)[6] == ["traits_first_name: traits.first_name won over traits.firstName"]
+
+
+def test_cast_row_widens_and_rejects() -> None:
+    payload = orjson.dumps(
+        {"a": 12, "b": "twelve", "c": 1.5, "d": "2026-11-22T10:00:00Z", "e": None}
+    ).decode()
+    columns = [("a", "decimal(38,6)"), ("b", "bigint"), ("c", "string"), ("d", "timestamp"), ("e", "bigint")]
+    row, rejected = cast_row(payload, columns)
+    assert loads(row) == {"a": "12.000000", "c": "1.5", "d": "2026-11-22T10:00:00.000000Z"}
+    assert [(name, kind, raw) for name, kind, raw, _ in rejected] == [("b", "bigint", "twelve")]
+    assert Decimal(loads(row)["a"]) == 12
