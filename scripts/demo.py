@@ -229,7 +229,8 @@ def main() -> None:
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     web_tables = [row["table"] for row in synced if row["source"] == "web"]
     query = " UNION ALL ".join(
-        f"SELECT '{table.split('.', 1)[1]}' AS segment_type, count(*) AS messages FROM {table} WHERE day = '{today}'"
+        f"SELECT '{table.split('.', 1)[1]}' AS segment_type, count(*) AS messages "
+        f"FROM {table} WHERE day = '{today}'"
         for table in web_tables
     )
     print(f"-- {query[:150]} ...")
