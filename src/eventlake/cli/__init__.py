@@ -1,4 +1,8 @@
-"""The ``eventlake`` command."""
+"""The ``eventlake`` command.
+
+Commands live in modules of this package that register on the ``cli`` group of ``main``; each is
+imported here.
+"""
 
 from eventlake.cli.main import cli, main
 

@@ -107,6 +107,8 @@ def _validate_sections(sections: dict[str, Any]) -> None:
         raise ConfigError("collector.seal_max_age_seconds", "must be > 0")
     if sync.interval_seconds < 1:
         raise ConfigError("sync.interval_seconds", f"{sync.interval_seconds} is below 1 second")
+    if sync.max_tables_per_database < 1:
+        raise ConfigError("sync.max_tables_per_database", f"{sync.max_tables_per_database}", "use >= 1")
 
 
 def _sources(raw_sources: Any) -> tuple[SourceSettings, ...]:

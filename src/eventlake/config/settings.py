@@ -61,6 +61,7 @@ class CollectorSettings:
 @dataclass(frozen=True)
 class SyncSettings:
     interval_seconds: float = 900.0  # how often `eventlake up` runs a sync
+    max_tables_per_database: int = 200_000  # Glue's limit; past it new tables are not created
 
 
 @dataclass(frozen=True)

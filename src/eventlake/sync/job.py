@@ -29,7 +29,7 @@ from eventlake.errors import EventLakeError
 from eventlake.schema import evolve, table_name
 from eventlake.schema.spark import struct_type
 from eventlake.sync.report import SyncResult, TableResult, report_path, report_rows, write_report_rows
-from eventlake.sync.state import SyncState
+from eventlake.sync.state import SyncState, write_json_atomic
 from eventlake.sync.transform import (
     CAST_SCHEMA,
     JSON_TIMESTAMP_FORMAT,
@@ -175,13 +175,13 @@ class SourceSync:
         )
         specs = [spec for _, spec in tables]
         if rejected_messages or rejected_values:
-            specs.append(self._quarantine_spec())
+            specs.append(self._quarantine_spec(run_id))
         manifest = {
             "run_id": run_id,
             "source_id": self.source.id,
             "files": [f.key for f in files],
             "moves": moves,
-            "tables": [_spec_json(spec, parts) for spec, parts in specs],
+            "tables": [_spec_json(self.lake, spec, parts) for spec, parts in specs],
             "report_path": str(report_path(result, self.lake)),
             "report": report_rows(result, self.lake, self.spark.sparkContext.applicationId),
             "stage": str(stage),
@@ -333,7 +333,7 @@ class SourceSync:
         moves += _moves(stage / "dedupe", index)
         return moves
 
-    def _quarantine_spec(self) -> tuple[TableSpec, list[tuple[str, ...]]]:
+    def _quarantine_spec(self, run_id: str) -> tuple[TableSpec, list[tuple[str, ...]]]:
         location = layout.quarantine_dir(self.lake, self.source.id)
         spec = TableSpec(
             self.database,
@@ -342,7 +342,7 @@ class SourceSync:
             ("run_id",),
             str(location),
         )
-        return spec, []
+        return spec, [(run_id,)]
 
 
 def _has_rows(spark: SparkSession, path: Path) -> bool:
@@ -353,7 +353,7 @@ def _moves(stage_dir: Path, final_dir: Path) -> list[list[str]]:
     return [[str(p), str(final_dir / p.relative_to(stage_dir))] for p in sorted(stage_dir.rglob("*.parquet"))]
 
 
-def _spec_json(spec: TableSpec, partitions: list[tuple[str, ...]]) -> dict[str, Any]:
+def _spec_json(lake: Path, spec: TableSpec, partitions: list[tuple[str, ...]]) -> dict[str, Any]:
     return {
         "database": spec.database,
         "name": spec.name,
@@ -361,6 +361,19 @@ def _spec_json(spec: TableSpec, partitions: list[tuple[str, ...]]) -> dict[str, 
         "partition_keys": list(spec.partition_keys),
         "location": spec.location,
         "partitions": [list(p) for p in partitions],
+        "schema_file": str(layout.schema_file(lake, spec.database, spec.name)),
+    }
+
+
+def schema_document(spec: TableSpec) -> dict[str, Any]:
+    """The table's schema file (``segment-data/_state/schemas/<db>/<table>.json``), for tools without
+    a metastore: columns in order with their types, partition keys, location."""
+    return {
+        "database": spec.database,
+        "table": spec.name,
+        "columns": [{"name": name, "type": kind} for name, kind in spec.columns],
+        "partition_keys": list(spec.partition_keys),
+        "location": spec.location,
     }
 
 
@@ -384,10 +397,8 @@ def apply_manifest(manifest: dict[str, Any], catalog: Catalog, state: SyncState)
             table["location"],
         )
         catalog.ensure_table(spec)
-        partitions = [tuple(p) for p in table["partitions"]]
-        if spec.partition_keys == ("run_id",):
-            partitions = [(manifest["run_id"],)]
-        catalog.add_partitions(spec, partitions)
+        catalog.add_partitions(spec, [tuple(p) for p in table["partitions"]])
+        write_json_atomic(Path(table["schema_file"]), schema_document(spec))
     state.record_synced(manifest["run_id"], manifest["files"])
     write_report_rows(Path(manifest["report_path"]), manifest["report"])
     state.drop_pending(manifest["run_id"])
