@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint unit setup java clean
+.PHONY: demo test lint unit setup java chromium node-deps db-servers clean
 
 demo: setup
 	$(BIN)/python scripts/demo.py
@@ -13,17 +13,26 @@ test: setup lint
 	$(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check src tests scripts bench
-	$(BIN)/ruff format --check src tests scripts bench
+	$(BIN)/ruff check src tests scripts bench examples
+	$(BIN)/ruff format --check src tests scripts bench examples
 	$(BIN)/lint-imports
 
 unit: setup  ## the fast tier: no Spark, no servers
 	$(BIN)/python -m pytest -m "not spark and not integration"
 
-setup: java $(INSTALLED)
+setup: java chromium node-deps db-servers $(INSTALLED)
 
 java:
 	@scripts/ensure-java.sh
+
+chromium:  ## Debian's chromium, for the analytics.js tests
+	@scripts/ensure-chromium.sh
+
+node-deps:  ## Segment's JavaScript libraries and playwright-core, into tests/clients/node_modules
+	@scripts/ensure-node-deps.sh
+
+db-servers:  ## PostgreSQL, MariaDB and their JDBC drivers, for the catalog tests
+	@scripts/ensure-db-servers.sh
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,4 +43,4 @@ $(INSTALLED): pyproject.toml | $(BIN)/python
 	touch $@
 
 clean:
-	rm -rf $(VENV) demo-run .pytest_cache .ruff_cache build src/*.egg-info
+	rm -rf $(VENV) demo-run .pytest_cache .ruff_cache build src/*.egg-info tests/clients/node_modules

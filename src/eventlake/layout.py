@@ -7,6 +7,7 @@ Lake root (Segment-compatible layout)::
     segment-data/quarantine/<source-id>/run_id=<r>/                   rejected messages and values
     segment-data/reports/day=<d>/source=<source-id>/run_id=<r>/report.json
     segment-data/_state/{ledger,dedupe,pending,schemas}/...          durable sync state
+    segment-data/_state/suppression/<source-id>.json                  suppressed userIds (collector)
     segment-stage/<source-id>/<run-id>/                                temporary run output
 
 Local state dir: ``spool/`` (collector), ``metastore_db/`` (embedded Derby), ``warehouse/``, ``locks/``.
@@ -104,8 +105,12 @@ def quarantine_dir(lake: Path, source_id: str) -> Path:
 # reports and state -----------------------------------------------------------------------------
 
 
+REPORT_PARTITION_PATH = "day={day}/source={source_id}/run_id={run_id}"
+
+
 def report_file(lake: Path, day: str, source_id: str, run_id: str) -> Path:
-    return lake / DATA / "reports" / f"day={day}" / f"source={source_id}" / f"run_id={run_id}" / REPORT_FILE
+    folder = REPORT_PARTITION_PATH.format(day=day, source_id=source_id, run_id=run_id)
+    return lake / DATA / "reports" / folder / REPORT_FILE
 
 
 def reports_root(lake: Path) -> Path:
@@ -119,6 +124,16 @@ def state_dir(lake: Path, kind: str, source_id: str) -> Path:
 
 def schema_file(lake: Path, database: str, table: str) -> Path:
     return lake / DATA / "_state" / "schemas" / database / f"{table}.json"
+
+
+def suppression_file(lake: Path, source_id: str) -> Path:
+    """The source's suppression list: ``segment-data/_state/suppression/<source-id>.json``."""
+    return lake / DATA / "_state" / "suppression" / f"{source_id}.json"
+
+
+def suppression_lock_file(lake: Path, source_id: str) -> Path:
+    """Held while the suppression list is rewritten: ``.../suppression/.<source-id>.lock``."""
+    return lake / DATA / "_state" / "suppression" / f".{source_id}.lock"
 
 
 def stage_root(lake: Path, source_id: str) -> Path:

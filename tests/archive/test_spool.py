@@ -15,6 +15,7 @@ from eventlake import layout
 from eventlake.archive import (
     Spool,
     SpoolClosedError,
+    SpoolFullError,
     SpoolLockedError,
     SpoolWriteError,
     list_archive_files,
@@ -221,3 +222,43 @@ def test_a_failed_write_fails_only_its_group(spool: Spool, dirs: tuple[Path, Pat
     spool.close()
     assert archived(dirs[1], "broken") == lines("retried", 1)
     assert archived(dirs[1], "src") == lines("kept", 1)
+
+
+# spool size and its bound -----------------------------------------------------------------------
+
+
+def test_spool_bytes_count_what_is_stored_and_not_sealed(dirs: tuple[Path, Path]) -> None:
+    crashed_segment(dirs[0], b'{"n":1}\n{"n":2}\n')
+    with Spool(dirs[0], dirs[1], seal_max_bytes=1 << 20, seal_max_age_seconds=NEVER) as spool:
+        spool.recover()
+        assert spool.stats().spool_bytes == 0  # the recovered segment is sealed
+        spool.append("src", lines("a", 3), DAY).result(timeout=5)
+        stored = len(b"".join(line + b"\n" for line in lines("a", 3)))
+        assert spool.stats().spool_bytes == stored == spool.stats().bytes
+    assert spool.stats().spool_bytes == 0  # closing sealed it
+
+
+def test_a_spool_over_its_bound_answers_full_until_sealing_catches_up(dirs: tuple[Path, Path]) -> None:
+    """The sealer falls behind (here: the archive cannot be written): 429, then back to normal."""
+    archive = layout.archive_root(dirs[1])
+    dirs[1].mkdir(parents=True)
+    archive.write_bytes(b"a file where the archive directory should be: sealing fails")
+    record = orjson.dumps({"pad": "x" * 500})
+    with Spool(
+        dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=0.1, max_spool_bytes=4096
+    ) as spool:
+        full = None
+        for _ in range(20):
+            try:
+                spool.append("src", [record], DAY).result(timeout=5)
+            except SpoolFullError as exc:
+                full = exc
+                break
+        assert full is not None, "the spool never refused"
+        assert full.http_status == 429 and full.retry_after_seconds > 0
+        assert "sealed into the archive" in str(full)
+        assert spool.stats().spool_bytes <= 4096 and spool.stats().seal_errors > 0
+        archive.unlink()  # the archive is writable again: the sealer catches up
+        wait_until(lambda: spool.stats().spool_bytes == 0)
+        spool.append("src", [record], DAY).result(timeout=5)
+    assert len(archived(dirs[1], "src")) == spool.stats().messages

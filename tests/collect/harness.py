@@ -67,12 +67,42 @@ class Project:
             time.sleep(0.1)
 
 
-def make_project(directory: Path, write_key: str = WRITE_KEY) -> Project:
+def make_project(directory: Path, write_key: str = WRITE_KEY, slug: str = "web", **source: object) -> Project:
+    """A project whose first source is ``slug``; ``source`` adds settings to its [[sources]] entry."""
     config = write_initial_config(directory)
-    entry = add_source(config, "web", write_key=write_key)
+    entry = add_source(config, slug, write_key=write_key)
+    if source:
+        config.write_text(config.read_text() + "".join(f"{k} = {toml_value(v)}\n" for k, v in source.items()))
     settings = load_settings(config, environ={})
     spool = layout.spool_dir(settings.lake.state_dir)
     return Project(directory, config, entry["id"], write_key, settings.lake.root, spool)
+
+
+def add_source_with(project: Project, slug: str, write_key: str, **source: object) -> str:
+    """Add another source with extra settings; its source id."""
+    entry = add_source(project.config, slug, write_key=write_key)
+    text = project.config.read_text() + "".join(f"{k} = {toml_value(v)}\n" for k, v in source.items())
+    project.config.write_text(text)
+    load_settings(project.config, environ={})  # still valid
+    return entry["id"]
+
+
+def toml_value(value: object) -> str:
+    return orjson.dumps(value).decode()  # strings, numbers and booleans are the same in TOML
+
+
+def metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``GET /metrics`` parsed by Prometheus' own parser: (sample name, sorted labels) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = httpx.get(f"{url}/metrics", timeout=5)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
 
 
 def free_port() -> int:
@@ -98,16 +128,18 @@ class Collector:
     log: Path
     port: int = 0
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    environment: dict[str, str] = field(default_factory=dict)  # more EVENTLAKE__* overrides
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Collector:
-        self.port = free_port()
+        self.port = self.port or free_port()
         command = [str(EVENTLAKE), "--config", str(self.project.config), "serve", "--port", str(self.port)]
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(command, env=clean_environment(**self.settings), stderr=log)
+            env = {**clean_environment(**self.settings), **self.environment}
+            self.process = subprocess.Popen(command, env=env, stderr=log)
         self._wait_healthy()
         return self
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from datetime import timedelta
 from decimal import Decimal
@@ -214,29 +215,66 @@ def test_invalid_messages_go_to_quarantine_with_their_reason(lake, spark):
     )
 
 
-def test_interrupted_commit_is_completed_by_the_next_run(lake, spark, monkeypatch):
-    """A sync killed after writing its manifest but before publishing is finished, once, by the next."""
-    from eventlake.sync import job
+class Killed(BaseException):
+    """Stands for the process dying at that instant (not an Exception: nothing handles it)."""
 
-    lake.archive([track("m1"), track("m2")])
+
+def _fail_on_call(number):
     calls = []
 
-    def crash(manifest, catalog, state):
-        calls.append(manifest["run_id"])
-        raise KeyboardInterrupt("killed while committing")
+    def fail(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == number:
+            raise Killed
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(job, "apply_manifest", crash)
-    with pytest.raises(KeyboardInterrupt):
+    return fail
+
+
+CRASH_POINTS = {
+    "after staging, before publishing": ("eventlake.sync.job", "apply_manifest", 1),
+    "after moving the first file": ("eventlake.sync.commit.os", "replace", 2),
+    "before writing the report": ("eventlake.sync.commit", "write_report_rows", 1),
+    "while registering partitions": ("eventlake.catalog.hive.HiveCatalog", "add_partitions", 1),
+    "before recording the ledger": ("eventlake.sync.state.SyncState", "record_synced", 1),
+    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
+}
+
+
+@pytest.mark.parametrize("point", list(CRASH_POINTS))
+def test_a_run_killed_at_any_commit_step_is_completed_exactly_once(lake, spark, monkeypatch, point):
+    global original
+    import importlib
+
+    module_path, attribute, number = CRASH_POINTS[point]
+    try:
+        target = importlib.import_module(module_path)
+    except ImportError:
+        module, _, cls = module_path.rpartition(".")
+        target = getattr(importlib.import_module(module), cls)
+    original = getattr(target, attribute)
+    lake.archive([track("m1"), track("m2", revenue=1)])
+    monkeypatch.setattr(target, attribute, _fail_on_call(number))
+    with pytest.raises(Killed):
         sync(lake, spark)
     monkeypatch.undo()
+
     state = SyncState(lake.settings.lake.root, lake.source.id)
-    assert [m["run_id"] for m in state.pending()] == calls
-    assert not state.synced_files()
-    result = sync(lake, spark)
-    assert result.status == "Nothing to do"  # the interrupted run was completed first
-    assert not state.pending()
-    got = rows(spark, f"SELECT count(*) AS n FROM {lake.source.database}.track_order_completed")
-    assert got == [{"n": 2}]
+    again = sync(lake, spark)  # completes the interrupted run first; nothing is left to sync after it
+    assert again.status == "Nothing to do"
+    assert not state.pending() and len(state.synced_files()) == 1
+    db = lake.source.database
+    assert rows(spark, f"SELECT message_id FROM {db}.track_order_completed ORDER BY 1") == [
+        {"message_id": "m1"},
+        {"message_id": "m2"},
+    ]
+    reports = rows(
+        spark,
+        "SELECT run_id, row_count FROM __segment_datalake.sync_reports "
+        f"WHERE source_id = '{lake.source.id}' AND type = 'source'",
+    )
+    assert len(reports) == 1 and reports[0]["row_count"] == 2
+    assert layout.schema_file(lake.settings.lake.root, db, "track_order_completed").is_file()
 
 
 def test_a_failed_run_commits_nothing_and_the_rerun_syncs_everything(lake, spark, monkeypatch):
@@ -247,7 +285,7 @@ def test_a_failed_run_commits_nothing_and_the_rerun_syncs_everything(lake, spark
     def boom(self, *args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(job.SourceSync, "_write_tables", boom)
+    monkeypatch.setattr(job.SourceSync, "_write", boom)
     failed = sync(lake, spark)
     assert failed.status == "Failed" and "disk on fire" in failed.error
     monkeypatch.undo()
@@ -265,3 +303,92 @@ def test_hostile_event_names_stay_inside_their_table(lake, spark):
         assert os.path.commonpath([path.resolve(), data.resolve()]) == str(data.resolve())
     tables = {t.table for t in result.tables}
     assert all(Path(t).name == t and t.replace("_", "").isalnum() for t in tables)
+
+
+@pytest.mark.parametrize(
+    ("date_partition", "folder", "keys"),
+    [
+        ("day-hour", "day=2026-11-20/hr=07", ("day", "hr")),
+        ("year-month-day-hour", "year=2026/month=11/day=20/hr=07", ("year", "month", "day", "hr")),
+        ("year-month-day", "year=2026/month=11/day=20", ("year", "month", "day")),
+        ("day", "day=2026-11-20", ("day",)),
+    ],
+)
+def test_date_partition_layouts_prefix_and_slug_paths(lake, spark, date_partition, folder, keys):
+    source = dataclasses.replace(
+        lake.source, date_partition=date_partition, table_prefix="seg_", partition_by_slug=True
+    )
+    lake.settings = dataclasses.replace(lake.settings, sources=(source,))
+    lake.archive([track("m1")], received_at=parse_timestamp("2026-11-20T07:30:00Z"))
+    [table] = sync(lake, spark).tables
+    assert table.table == "seg_track_order_completed"
+    assert table.partitions == (dict(zip(keys, folder.replace("/", "=").split("=")[1::2], strict=True)),)
+    data = layout.table_dir(lake.settings.lake.root, lake.slug, "track_order_completed") / folder
+    assert list(data.glob("*.parquet"))
+    got = rows(
+        spark, f"SELECT message_id, {', '.join(keys)} FROM {source.database}.seg_track_order_completed"
+    )
+    assert got == [{"message_id": "m1", **table.partitions[0]}]
+
+
+def test_table_limit_sends_messages_of_new_tables_to_quarantine(lake, spark):
+    settings = lake.settings
+    lake.settings = dataclasses.replace(
+        settings, sync=dataclasses.replace(settings.sync, max_tables_per_database=2)
+    )
+    lake.archive([track("m1", event="A"), track("m2", event="B"), track("m3", event="C")])
+    result = sync(lake, spark)
+    assert [t.table for t in result.tables] == ["track_a", "track_b"]
+    assert result.rejected_messages == 1 and "table limit reached" in result.notices[0]
+    got = rows(spark, f"SELECT message_id, table_name, reason FROM {lake.source.database}._quarantine")
+    assert got == [{"message_id": "m3", "table_name": "track_c", "reason": "table limit reached"}]
+    lake.archive([track("m4", event="A")])  # existing tables still receive messages
+    assert sync(lake, spark).rows == 1
+
+
+def test_reports_are_a_catalog_table(lake, spark):
+    lake.archive([track("m1"), {"type": "identify", "userId": "u1", "messageId": "i1"}])
+    result = sync(lake, spark)
+    got = rows(
+        spark,
+        "SELECT type, table_name, row_count, status, day, run_id FROM __segment_datalake.sync_reports "
+        f"WHERE source_id = '{lake.source.id}' ORDER BY type, table_name",
+    )
+    day = result.start_time.strftime("%Y-%m-%d")
+    assert got == [
+        {"type": "event", "table_name": "identify", "row_count": 1, "status": "finished", "day": day,
+         "run_id": result.run_id},
+        {"type": "event", "table_name": "track_order_completed", "row_count": 1, "status": "finished",
+         "day": day, "run_id": result.run_id},
+        {"type": "source", "table_name": None, "row_count": 2, "status": "finished", "day": day,
+         "run_id": result.run_id},
+    ]  # fmt: skip
+
+
+def test_a_second_sync_waits_or_refuses_while_one_runs(lake, spark):
+    import fcntl
+    import threading
+
+    from eventlake.sync import SyncBusyError
+
+    lake.archive([track("m1")])
+    lock = layout.lock_file(lake.settings.lake.state_dir, f"sync-{lake.source.id}")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(SyncBusyError, match="already running"):
+            run_sync(lake.settings, [lake.slug], wait=False, spark=spark, say=lambda line: None)
+        said = []
+        threading.Timer(1.0, lambda: fcntl.flock(held, fcntl.LOCK_UN)).start()
+        [result] = run_sync(lake.settings, [lake.slug], spark=spark, say=said.append)
+    assert any("waiting" in line for line in said) and result.rows == 1
+
+
+def test_a_lake_root_with_commas_and_spaces(lake, spark, tmp_path):
+    root = tmp_path / "my lake, v2"
+    lake.settings = dataclasses.replace(
+        lake.settings, lake=dataclasses.replace(lake.settings.lake, root=root)
+    )
+    lake.archive([track("m1"), track("m2")])
+    lake.archive([track("m3")])
+    assert sync(lake, spark).rows == 3

@@ -7,7 +7,8 @@ from decimal import Decimal
 import orjson
 
 from eventlake.spec import enrich
-from eventlake.sync.transform import cast_row, loads, parse_line
+from eventlake.sync.transform import loads, parse_line
+from eventlake.sync.writer import cast_values, write_partition
 from eventlake.timestamps import parse_timestamp
 
 RECEIVED = parse_timestamp("2026-11-22T10:47:00.123Z")
@@ -71,12 +72,41 @@ def test_collisions_are_reported() -> None:
     assert parse_line(line)[6] == ["traits_first_name: traits.first_name won over traits.firstName"]
 
 
-def test_cast_row_widens_and_rejects() -> None:
-    payload = orjson.dumps(
-        {"a": 12, "b": "twelve", "c": 1.5, "d": "2026-11-22T10:00:00Z", "e": None}
-    ).decode()
+def test_cast_values_widens_and_rejects() -> None:
+    values = {"a": 12, "b": "twelve", "c": 1.5, "d": "2026-11-22T10:00:00Z", "e": None}
     columns = [("a", "decimal(38,6)"), ("b", "bigint"), ("c", "string"), ("d", "timestamp"), ("e", "bigint")]
-    row, rejected = cast_row(payload, columns)
-    assert loads(row) == {"a": "12.000000", "c": "1.5", "d": "2026-11-22T10:00:00.000000Z"}
+    row, rejected = cast_values(values, columns)
+    assert row == [Decimal("12.000000"), None, "1.5", parse_timestamp("2026-11-22T10:00:00Z"), None]
     assert [(name, kind, raw) for name, kind, raw, _ in rejected] == [("b", "bigint", "twelve")]
-    assert Decimal(loads(row)["a"]) == 12
+
+
+def test_write_partition_writes_one_file_per_table_partition(tmp_path) -> None:
+    import pyarrow.parquet as pq
+
+    schemas = {"identify": (("message_id", "string"), ("traits_age", "bigint"))}
+    received = parse_timestamp("2026-11-22T10:00:00Z").replace(tzinfo=None)
+    rows = [
+        ("identify", "2026-11-22", "10", "m1", received, '{"message_id": "m1", "traits_age": 3}'),
+        ("identify", "2026-11-22", "10", "m2", received, '{"message_id": "m2", "traits_age": "old"}'),
+        ("identify", "2026-11-22", "11", "m3", received, '{"message_id": "m3"}'),
+    ]
+    records = list(
+        write_partition(0, rows, schemas=schemas, keys=("day", "hr"), stage=str(tmp_path), run_id="r1")
+    )
+    files = {(kind, values): count for kind, values, count, _ in records}
+    assert files == {
+        ("identify", ("2026-11-22", "10")): 2,
+        ("identify", ("2026-11-22", "11")): 1,
+        ("", ()): 1,
+    }
+    table = pq.read_table(tmp_path / "tables/identify/day=2026-11-22/hr=10/part-r1-00000.parquet")
+    assert table.to_pydict() == {"message_id": ["m1", "m2"], "traits_age": [3, None]}
+    quarantined = pq.read_table(tmp_path / "quarantine/values-part-r1-00000.parquet").to_pylist()
+    assert [(q["message_id"], q["column_name"], q["raw_value"]) for q in quarantined] == [
+        ("m2", "traits_age", "old")
+    ]
+    assert pq.read_table(tmp_path / "dedupe/part-r1-00000.parquet").column("message_id").to_pylist() == [
+        "m1",
+        "m2",
+        "m3",
+    ]

@@ -7,11 +7,14 @@ from eventlake.archive.errors import (
     SpoolBusyError,
     SpoolClosedError,
     SpoolError,
+    SpoolFullError,
     SpoolLockedError,
     SpoolWriteError,
+    SuppressionError,
 )
 from eventlake.archive.files import ArchiveFile, list_archive_files, read_archive_lines
 from eventlake.archive.spool import Spool, SpoolStats
+from eventlake.archive.suppression import SuppressedUser, SuppressionCache, SuppressionList
 
 __all__ = [
     "ArchiveFile",
@@ -19,9 +22,14 @@ __all__ = [
     "SpoolBusyError",
     "SpoolClosedError",
     "SpoolError",
+    "SpoolFullError",
     "SpoolLockedError",
     "SpoolStats",
     "SpoolWriteError",
+    "SuppressedUser",
+    "SuppressionCache",
+    "SuppressionError",
+    "SuppressionList",
     "list_archive_files",
     "read_archive_lines",
 ]

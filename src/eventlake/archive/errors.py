@@ -70,3 +70,28 @@ class SpoolBusyError(SpoolError):
             pending_bytes=pending_bytes,
             limit=limit,
         )
+
+
+class SuppressionError(EventLakeError):
+    """A suppression list cannot be read or written, or a userId given to it is not valid."""
+
+    def __init__(self, path: Path | None, problem: str) -> None:
+        where = f"suppression list {path}: " if path is not None else ""
+        super().__init__(f"{where}{problem}", path=str(path) if path else None, problem=problem)
+        self.path = path
+
+
+class SpoolFullError(SpoolError):
+    """More unsealed bytes sit in the spool than allowed: sealing into the archive falls behind."""
+
+    http_status = 429
+    code = "overloaded"
+    retry_after_seconds = 5
+
+    def __init__(self, spool_bytes: int, limit: int) -> None:
+        super().__init__(
+            f"the collector is overloaded ({spool_bytes} bytes in its spool wait to be sealed into the "
+            f"archive, limit {limit}); retry after {self.retry_after_seconds} s",
+            spool_bytes=spool_bytes,
+            limit=limit,
+        )

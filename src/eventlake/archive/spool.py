@@ -29,7 +29,13 @@ from types import TracebackType
 from typing import Any
 
 from eventlake import layout
-from eventlake.archive.errors import SpoolBusyError, SpoolClosedError, SpoolLockedError, SpoolWriteError
+from eventlake.archive.errors import (
+    SpoolBusyError,
+    SpoolClosedError,
+    SpoolFullError,
+    SpoolLockedError,
+    SpoolWriteError,
+)
 from eventlake.archive.seal import Segment, fsync_dir, seal_segment, spool_segments
 
 log = logging.getLogger("eventlake.archive")
@@ -39,6 +45,7 @@ _WRITER_TICK_SECONDS = 0.25  # how often the writer looks for aged segments when
 _SEALER_TICK_SECONDS = 0.5  # how often the sealer retries segments that failed to seal
 _MAX_GROUP = 10_000  # appends per group commit
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_SPOOL_BYTES = 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class SpoolStats:
     write_errors: int = 0  # group commits that failed (their messages were answered 503)
     seal_errors: int = 0  # failed seal attempts (retried)
     pending_bytes: int = 0  # bytes queued for the writer right now
+    spool_bytes: int = 0  # bytes stored in spool segments that are not sealed yet
 
 
 @dataclass
@@ -83,12 +91,14 @@ class Spool:
         seal_max_age_seconds: float,
         *,
         max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+        max_spool_bytes: int = DEFAULT_MAX_SPOOL_BYTES,
     ) -> None:
         self.spool_dir = spool_dir
         self.lake_root = lake_root
         self.seal_max_bytes = seal_max_bytes
         self.seal_max_age_seconds = seal_max_age_seconds
         self.max_pending_bytes = max_pending_bytes
+        self.max_spool_bytes = max_spool_bytes
         spool_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _acquire_lock(spool_dir)
         self.process_token = secrets.token_hex(4)
@@ -99,6 +109,7 @@ class Spool:
         self._state = threading.Lock()
         self._closed = False
         self._stats: dict[str, int] = {f.name: 0 for f in fields(SpoolStats)}
+        self._segment_bytes: dict[Path, int] = {}  # stored bytes of each unsealed segment
         self._writer = threading.Thread(target=self._write_loop, name="eventlake-spool-writer", daemon=True)
         self._sealer = threading.Thread(target=self._seal_loop, name="eventlake-spool-sealer", daemon=True)
         self._writer.start()
@@ -110,7 +121,9 @@ class Spool:
         """Queue ``lines`` (JSON documents without newline) for ``source_id``'s segment of that day.
 
         The future resolves once the lines are fsynced, or fails with :class:`SpoolWriteError`.
-        Raises :class:`SpoolClosedError` after :meth:`close`, :class:`SpoolBusyError` when overloaded.
+        Raises :class:`SpoolClosedError` after :meth:`close`; :class:`SpoolFullError` when the
+        unsealed bytes would pass ``max_spool_bytes`` (sealing falls behind), and
+        :class:`SpoolBusyError` when more than ``max_pending_bytes`` wait for the writer.
         """
         if not source_id or source_id.startswith(".") or "/" in source_id:
             raise ValueError(f"source id {source_id!r} cannot name a spool directory")
@@ -125,6 +138,9 @@ class Spool:
             if self._closed:
                 raise SpoolClosedError(self.spool_dir)
             pending = self._stats["pending_bytes"]
+            stored = self._stats["spool_bytes"]
+            if stored and stored + pending + len(data) > self.max_spool_bytes:
+                raise SpoolFullError(stored + pending, self.max_spool_bytes)
             if pending and pending + len(data) > self.max_pending_bytes:
                 raise SpoolBusyError(pending, self.max_pending_bytes)
             self._stats["pending_bytes"] = pending + len(data)
@@ -140,6 +156,11 @@ class Spool:
         for segment in spool_segments(self.spool_dir):
             if segment.process_token == self.process_token:
                 continue
+            try:
+                size = segment.path.stat().st_size
+            except FileNotFoundError:
+                continue
+            self._stored(segment.path, size)
             if self._seal(segment):
                 recovered += 1
             else:
@@ -222,6 +243,7 @@ class Spool:
                 self._abandon(key, current, start, group, exc)
                 continue
             self._count(messages=sum(a.count for a in group), bytes=current.size - start)
+            self._stored(current.segment.path, current.size - start)
             for item in group:
                 _settle(item.future)
         self._count(group_commits=1)
@@ -302,9 +324,16 @@ class Spool:
             log.warning("could not seal %s into the archive (will retry): %s", segment.path, exc)
             self._count(seal_errors=1)
             return False
-        if result.archive_path is not None:
-            self._count(sealed_files=1)
+        with self._state:
+            self._stats["spool_bytes"] -= self._segment_bytes.pop(segment.path, 0)
+            if result.archive_path is not None:
+                self._stats["sealed_files"] += 1
         return True
+
+    def _stored(self, path: Path, size: int) -> None:
+        with self._state:
+            self._segment_bytes[path] = self._segment_bytes.get(path, 0) + size
+            self._stats["spool_bytes"] += size
 
     def _count(self, **deltas: int) -> None:
         with self._state:

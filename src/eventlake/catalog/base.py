@@ -24,6 +24,19 @@ class TableSpec:
     columns: tuple[Column, ...]
     partition_keys: tuple[str, ...]
     location: str
+    format: str = "parquet"  # parquet (lake tables), json (sync reports)
+    # where a partition's files are, relative to location, e.g. "day={day}/source={source_id}";
+    # empty: the Hive default "key=value/..." in partition_keys order
+    partition_path: str = ""
+
+    def partition_location(self, values: tuple[str, ...]) -> str:
+        named = dict(zip(self.partition_keys, values, strict=True))
+        relative = (
+            self.partition_path.format(**named)
+            if self.partition_path
+            else "/".join(f"{k}={v}" for k, v in named.items())
+        )
+        return self.location.rstrip("/") + "/" + relative
 
     @property
     def qualified(self) -> str:
@@ -55,6 +68,18 @@ class Catalog(ABC):
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """Register partitions (values in ``spec.partition_keys`` order); existing ones are kept."""
 
+    @abstractmethod
+    def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
+        """The table's registered partitions (values in partition key order), sorted."""
+
+    @abstractmethod
+    def drop_table(self, database: str, table: str) -> None:
+        """Remove the table from the catalog (its files stay); a missing table is not an error."""
+
+    @abstractmethod
+    def drop_database(self, database: str) -> None:
+        """Remove the database and its tables from the catalog (files stay); missing is not an error."""
+
     def ensure_table(self, spec: TableSpec) -> tuple[Column, ...]:
         """Create the table or append the columns it lacks; returns the columns that were added."""
         existing = self.table_columns(spec.database, spec.name)
@@ -72,17 +97,32 @@ class Catalog(ABC):
 def _load_hive(settings: Settings, session: Any) -> Catalog:
     from eventlake.catalog.hive import HiveCatalog
 
+    if session is None:
+        from eventlake.catalog.session import spark_session
+
+        session = spark_session(settings, "eventlake-catalog")
     return HiveCatalog(session)
 
 
-CATALOG_LOADERS: dict[str, Callable[[Settings, Any], Catalog]] = {"hive": _load_hive}
+def _load_glue(settings: Settings, session: Any) -> Catalog:
+    from eventlake.catalog.glue import GlueCatalog
+
+    return GlueCatalog.from_settings(settings.catalog)
+
+
+CATALOG_LOADERS: dict[str, Callable[[Settings, Any], Catalog]] = {"hive": _load_hive, "glue": _load_glue}
+# the extra that brings each back end's client library
+CATALOG_EXTRAS = {"hive": "spark", "glue": "glue"}
 
 
 def load_catalog(settings: Settings, session: Any = None) -> Catalog:
-    """The configured catalog back end. ``session`` is the SparkSession for ``hive``."""
+    """The configured catalog back end. ``session`` is the SparkSession for ``hive`` (the other
+    back ends ignore it); without one, ``hive`` builds one from the settings."""
+    kind = settings.catalog.kind
     try:
-        return CATALOG_LOADERS[settings.catalog.kind](settings, session)
-    except ImportError as exc:  # pragma: no cover - depends on the installation
+        return CATALOG_LOADERS[kind](settings, session)
+    except ImportError as exc:
+        extra = CATALOG_EXTRAS.get(kind, kind)
         raise DependencyError(
-            f"the {settings.catalog.kind} catalog needs {exc.name}: pip install 'eventlake[spark]'"
+            f"the {kind} catalog needs {exc.name or 'a missing package'}: pip install 'eventlake[{extra}]'"
         ) from None

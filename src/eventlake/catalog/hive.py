@@ -1,14 +1,18 @@
-"""The Hive metastore catalog, driven through Spark SQL DDL (embedded Derby by default)."""
+"""The Hive metastore catalog, driven through Spark SQL DDL.
+
+The session decides which metastore that is (see :mod:`eventlake.catalog.metastore`): embedded
+Derby, the project's metastore service, a PostgreSQL/MariaDB database, or any thrift URI.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from urllib.parse import unquote
 
 from pyspark.sql import SparkSession
 from pyspark.sql.utils import AnalysisException
 
 from eventlake.catalog.base import Catalog, Column, TableSpec
-from eventlake.layout import partition_subdir
 
 # partitions registered per ALTER TABLE statement
 _PARTITION_BATCH = 100
@@ -47,9 +51,19 @@ class HiveCatalog(Catalog):
             return []
 
     def create_table(self, spec: TableSpec) -> None:
+        name = f"{_ident(spec.database)}.{_ident(spec.name)}"
+        if spec.format == "json":  # a Spark data source table: no JSON SerDe ships with Spark's Hive
+            keys = ", ".join(_ident(k) for k in spec.partition_keys)
+            columns = [*spec.columns, *((k, "string") for k in spec.partition_keys)]
+            self.spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {name} ({_columns_ddl(columns)}) USING json "
+                + (f"PARTITIONED BY ({keys}) " if keys else "")
+                + f"LOCATION {_literal(spec.location)}"
+            )
+            return
         partitions = ", ".join(f"{_ident(k)} string" for k in spec.partition_keys)
         self.spark.sql(
-            f"CREATE EXTERNAL TABLE IF NOT EXISTS {_ident(spec.database)}.{_ident(spec.name)} "
+            f"CREATE EXTERNAL TABLE IF NOT EXISTS {name} "
             f"({_columns_ddl(spec.columns)}) "
             + (f"PARTITIONED BY ({partitions}) " if partitions else "")
             + f"STORED AS PARQUET LOCATION {_literal(spec.location)}"
@@ -69,9 +83,24 @@ class HiveCatalog(Catalog):
                 keys = ", ".join(
                     f"{_ident(k)}={_literal(v)}" for k, v in zip(spec.partition_keys, values, strict=True)
                 )
-                location = spec.location.rstrip("/") + "/" + partition_subdir(spec.partition_keys, values)
+                location = spec.partition_location(values)
                 clauses.append(f"PARTITION ({keys}) LOCATION {_literal(location)}")
             self.spark.sql(
                 f"ALTER TABLE {_ident(spec.database)}.{_ident(spec.name)} ADD IF NOT EXISTS "
                 + " ".join(clauses)
             )
+
+    def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
+        if not self.spark.catalog.tableExists(f"{_ident(database)}.{_ident(table)}"):
+            return []
+        rows = self.spark.sql(f"SHOW PARTITIONS {_ident(database)}.{_ident(table)}").collect()
+        # "day=2026-11-22/hr=07", values escaped as in Hive paths (%XX)
+        return sorted(tuple(unquote(part.split("=", 1)[1]) for part in row[0].split("/")) for row in rows)
+
+    def drop_table(self, database: str, table: str) -> None:
+        if self.spark.catalog.databaseExists(database):
+            self.spark.sql(f"DROP TABLE IF EXISTS {_ident(database)}.{_ident(table)}")
+
+    def drop_database(self, database: str) -> None:
+        if self.spark.catalog.databaseExists(database):  # tables are external: their files stay
+            self.spark.sql(f"DROP DATABASE IF EXISTS {_ident(database)} CASCADE")

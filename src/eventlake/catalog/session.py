@@ -1,65 +1,92 @@
-"""The one place a SparkSession is built: from settings, with the catalog's metastore wired in."""
+"""The one place a SparkSession is built: from settings, with the catalog's metastore wired in.
+
+:func:`spark_conf` is also what ``eventlake thrift`` hands to ``spark-submit``, so the Thrift
+server sees exactly the catalog an ``eventlake sql`` sees.
+"""
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
-import shutil
 import sys
 import time
+from collections.abc import Callable
 from importlib import resources
-from typing import IO
 
 from eventlake import layout
+from eventlake.catalog.metastore import (
+    JAVA_HINT,
+    MetastoreAccess,
+    client_access,
+    java_executable,
+    private_conf_dir,
+)
 from eventlake.config import Settings
 from eventlake.errors import DependencyError
 
-JAVA_HINT = "eventlake needs Java 17: apt-get install openjdk-17-jre-headless (or set JAVA_HOME)"
-
-# the embedded Derby metastore admits one JVM at a time: processes take turns through this lock,
-# held until the process exits (the kernel releases it, also after a crash)
-_metastore_lock: IO[str] | None = None
-
-
-def _lock_embedded_metastore(settings: Settings) -> None:
-    global _metastore_lock
-    if _metastore_lock is not None:
-        return
-    path = layout.lock_file(settings.lake.state_dir, "metastore")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")  # noqa: SIM115 - held for the life of the process
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "?"
-        print(
-            f"waiting for another eventlake process (pid {holder}) using the embedded metastore ...",
-            file=sys.stderr,
-            flush=True,
-        )
-        fcntl.flock(handle, fcntl.LOCK_EX)
-    handle.seek(0)
-    handle.truncate()
-    handle.write(str(os.getpid()))
-    handle.flush()
-    _metastore_lock = handle
+__all__ = ["JAVA_HINT", "check_java", "spark_conf", "spark_session"]
 
 
 def check_java() -> None:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and os.path.exists(os.path.join(java_home, "bin", "java")):
-        return
-    if shutil.which("java") is None:
-        raise DependencyError(JAVA_HINT)
+    java_executable()
 
 
-def spark_session(settings: Settings, app_name: str = "eventlake"):  # -> pyspark.sql.SparkSession
-    """A SparkSession on ``[spark] master`` with the Hive metastore of ``[catalog]``.
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def log4j_config() -> str:
+    return str(resources.files("eventlake.catalog").joinpath("log4j2.properties"))
+
+
+def spark_conf(settings: Settings, app_name: str, access: MetastoreAccess | None) -> dict[str, str]:
+    """Every Spark setting of an eventlake session; ``access`` None: no Hive catalog (``glue``).
 
     The embedded Derby metastore and the warehouse live in ``[lake] state_dir``, so nothing is
     written into the working directory.
+    """
+    state = settings.lake.state_dir
+    logs = layout.log_dir(state)
+    java_options = (
+        f"-Dderby.system.home={state} -Dderby.stream.error.file={logs / 'derby.log'} "
+        f"-Dlog4j2.configurationFile={log4j_config()}"
+    )
+    conf = {
+        "spark.master": settings.spark.master,
+        "spark.app.name": app_name,
+        "spark.driver.memory": settings.spark.driver_memory,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.catalogImplementation": "in-memory" if access is None else "hive",
+        "spark.sql.warehouse.dir": str(layout.warehouse_dir(state)),
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        "spark.sql.shuffle.partitions": "4",
+        # partition values are strings ("hr=07"), never inferred as numbers
+        "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    }
+    if access is not None:
+        for key, value in access.properties.items():
+            conf[f"spark.hadoop.{key}"] = value
+    user_conf = dict(settings.spark.conf)
+    classpath = list(access.classpath) if access else []
+    private = private_conf_dir(state, access) if access else None
+    if private is not None:  # the password, in a hive-site.xml only we can read: not on a command line
+        classpath.insert(0, str(private))
+    classpath += filter(None, [user_conf.pop("spark.driver.extraClassPath", "")])
+    if classpath:  # a JDBC driver must be on the driver's class path: spark.jars is too late for it
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(classpath)
+    conf.update(user_conf)
+    return conf
+
+
+def spark_session(settings: Settings, app_name: str = "eventlake", say: Callable[[str], None] = _say):
+    """A SparkSession on ``[spark] master`` with the metastore of ``[catalog]`` (-> SparkSession).
+
+    With ``kind = "glue"`` the session has no Hive catalog (Spark here cannot read Glue): the
+    sync writes files with it and registers them in Glue through boto3.
     """
     check_java()
     try:
@@ -69,42 +96,20 @@ def spark_session(settings: Settings, app_name: str = "eventlake"):  # -> pyspar
 
     state = settings.lake.state_dir
     state.mkdir(parents=True, exist_ok=True)
-    _lock_embedded_metastore(settings)
+    layout.log_dir(state).mkdir(parents=True, exist_ok=True)
+    access = None if settings.catalog.kind == "glue" else client_access(settings, say)
+    if access is not None and access.mode == "service":
+        say(f"using the project's {access.description}")
     # eventlake works in UTC: Spark hands timestamps to Python in the process's local time zone
     os.environ["TZ"] = "UTC"
     time.tzset()
     # PySpark logs every failed query with its Java stack trace; the CLI prints one line instead
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    logs = layout.log_dir(state)
-    logs.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    log4j = resources.files("eventlake.catalog").joinpath("log4j2.properties")
-    java_options = (
-        f"-Dderby.system.home={state} -Dderby.stream.error.file={logs / 'derby.log'} "
-        f"-Dlog4j2.configurationFile={log4j}"
-    )
-    metastore_url = f"jdbc:derby:;databaseName={layout.metastore_dir(state)};create=true"
-    builder = (
-        SparkSession.builder.master(settings.spark.master)
-        .appName(app_name)
-        .config("spark.driver.memory", settings.spark.driver_memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.catalogImplementation", "hive")
-        .config("spark.hadoop.javax.jdo.option.ConnectionURL", metastore_url)
-        .config("spark.hadoop.hive.metastore.schema.verification", "false")
-        .config("spark.sql.warehouse.dir", str(layout.warehouse_dir(state)))
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
-        .config("spark.sql.shuffle.partitions", "4")
-        # partition values are strings ("hr=07"), never inferred as numbers
-        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-    )
-    for key, value in settings.spark.conf:
+    builder = SparkSession.builder
+    for key, value in spark_conf(settings, app_name, access).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -4,6 +4,10 @@ Commands live in modules of this package that register on the ``cli`` group of `
 imported here.
 """
 
+from eventlake.cli import catalog as _catalog  # noqa: F401  (registers `eventlake catalog`)
+from eventlake.cli import metastore as _metastore  # noqa: F401  (registers `eventlake metastore`)
+from eventlake.cli import suppress as _suppress  # noqa: F401  (registers `eventlake suppress`)
+from eventlake.cli import thrift as _thrift  # noqa: F401  (registers `eventlake thrift`)
 from eventlake.cli.main import cli, main
 
 __all__ = ["cli", "main"]

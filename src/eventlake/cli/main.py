@@ -228,17 +228,27 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> No
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
 )
-@click.option("--engine", type=click.Choice(["spark"]), default="spark", show_default=True)
+@click.option(
+    "--engine",
+    type=click.Choice(["spark", "duckdb"]),
+    default="spark",
+    show_default=True,
+    help="spark: Spark SQL through the catalog; duckdb: in-process over the Parquet files, no JVM.",
+)
 @pass_context
 @handle_errors
 def sql(ctx: Context, query: str, fmt: str, engine: str) -> None:
     """Run a SQL query against the lake's catalog (one database per source).
+
+    --engine spark (default) runs Spark SQL through the metastore; --engine duckdb reads the same
+    Parquet files through the tables' schema files, starts no JVM and answers in well under a second.
 
     \b
     Examples:
       eventlake sql "SHOW TABLES IN web"
       eventlake sql "SELECT user_id, properties_revenue FROM web.track_order_completed"
       eventlake sql --format json "SELECT count(*) AS n FROM web.identify"
+      eventlake sql --engine duckdb "SELECT day, count(*) AS n FROM web.page GROUP BY day"
     """
     from eventlake.cli.render import render
     from eventlake.query import run_query

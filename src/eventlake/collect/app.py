@@ -2,13 +2,16 @@
 
 A request is acknowledged (200 ``{"success": true}``) only after its enriched messages are
 fsynced to the spool. Messages that fail :func:`eventlake.spec.validate` are archived anyway: the
-sync quarantines them with the reason, so nothing accepted is silently lost.
+sync quarantines them with the reason, so nothing accepted is silently lost. Messages of a
+suppressed ``userId`` are not archived; they are counted.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import logging
+import time
+from typing import Any
 
 import orjson
 from starlette.applications import Starlette
@@ -20,65 +23,88 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from eventlake import spec
-from eventlake.archive import Spool
+from eventlake.archive import Spool, SuppressionCache
+from eventlake.collect.enrich import client_ip, enrich_messages
 from eventlake.collect.errors import UnknownEndpointError
+from eventlake.collect.metrics import CONTENT_TYPE, CollectorMetrics, reason_label
 from eventlake.collect.request import basic_auth_user, parse_body, read_body, request_messages, resolve_source
 from eventlake.config import Settings
 from eventlake.errors import EventLakeError
 from eventlake.timestamps import day_start_ms, now_utc
 
+log = logging.getLogger("eventlake.collect")
+
 _JSON = "application/json"
 _SUCCESS = orjson.dumps({"success": True})
 _HEALTHY = orjson.dumps({"status": "ok"})
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
-
-
-@dataclass
-class CollectorCounters:
-    """Counters since the app started (for metrics)."""
-
-    requests: int = 0  # requests acknowledged
-    messages: int = 0  # messages acknowledged (stored in the spool)
-    invalid_messages: int = 0  # acknowledged messages that fail spec.validate (the sync quarantines them)
-    rejected_requests: int = 0  # requests answered with an error
+CLIENT_METRICS_ENDPOINT = "m"  # analytics.js posts its own telemetry to /v1/m
 
 
 class _Collector:
-    def __init__(self, settings: Settings, spool: Spool) -> None:
+    def __init__(self, settings: Settings, spool: Spool, suppressions: SuppressionCache) -> None:
         self.settings = settings
         self.spool = spool
-        self.counters = CollectorCounters()
+        self.suppressions = suppressions
+        self.metrics = CollectorMetrics(source.slug for source in settings.sources)
 
     async def health(self, request: Request) -> Response:
         return Response(_HEALTHY, media_type=_JSON)
 
+    async def render_metrics(self, request: Request) -> Response:
+        return Response(self.metrics.render(self.spool.stats()), media_type=CONTENT_TYPE)
+
     async def collect(self, request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            response = await self._collect(request)
+        except Exception as exc:
+            response = self._error_response(exc)
+        self.metrics.observe_request(response.status_code, time.perf_counter() - started)
+        return response
+
+    async def _collect(self, request: Request) -> Response:
         received_at = now_utc()
         name = request.path_params["name"]
         if name not in spec.ENDPOINT_TYPES:
+            if name == CLIENT_METRICS_ENDPOINT:
+                self.metrics.received_bytes += (await read_body(request))[1]
+                self.metrics.client_metrics += 1
+                return Response(_SUCCESS, media_type=_JSON)
             raise UnknownEndpointError(name, sorted(spec.ENDPOINT_TYPES))
         header_key = basic_auth_user(request.headers.get("authorization"))
         source = None
         if header_key is not None:
             source = resolve_source(self.settings, header_key, "the Authorization header")
-        body = parse_body(await read_body(request))
+        raw, wire_bytes = await read_body(request)
+        self.metrics.received_bytes += wire_bytes
+        body = parse_body(raw)
         if source is None:
             source = resolve_source(self.settings, body.get("writeKey"), "the body's writeKey")
-        endpoint_type = spec.ENDPOINT_TYPES[name]
-        enriched = [
-            spec.enrich(message, received_at=received_at, source_id=source.id, endpoint_type=endpoint_type)
-            for message in request_messages(body, endpoint_type)
-        ]
-        lines = [orjson.dumps(message) for message in enriched]
-        await asyncio.wrap_future(self.spool.append(source.id, lines, day_start_ms(received_at)))
-        self.counters.requests += 1
-        self.counters.messages += len(enriched)
-        self.counters.invalid_messages += sum(spec.validate(message) is not None for message in enriched)
+        messages = request_messages(body, spec.ENDPOINT_TYPES[name])
+        enriched = enrich_messages(
+            messages,
+            received_at=received_at,
+            source=source,
+            endpoint_type=spec.ENDPOINT_TYPES[name],
+            suppressed=self.suppressions.user_ids(source.id),
+            ip=client_ip(request),
+            from_browser="origin" in request.headers,
+        )
+        if enriched.lines:
+            await asyncio.wrap_future(self.spool.append(source.id, enriched.lines, day_start_ms(received_at)))
+        metrics = self.metrics
+        metrics.accepted[source.slug] += len(enriched.lines)
+        if enriched.suppressed:
+            metrics.suppressed[source.slug] += enriched.suppressed
+        if enriched.ip_filled:
+            metrics.ip_filled[source.slug] += enriched.ip_filled
+        for reason in enriched.invalid:
+            metrics.invalid[(source.slug, reason_label(reason))] += 1
         return Response(_SUCCESS, media_type=_JSON)
 
-    async def error(self, request: Request, exc: Exception) -> Response:
-        """The one error handler: an error's status and code as ``{"code": ..., "message": ...}``."""
-        self.counters.rejected_requests += 1
+    def _error_response(self, exc: Exception) -> Response:
+        """An error's status and code as ``{"code": ..., "message": ...}``, counted."""
         headers: dict[str, str] = {}
         if isinstance(exc, EventLakeError):
             status, code, message = exc.http_status, exc.code, str(exc)
@@ -90,22 +116,41 @@ class _Collector:
             code = _HTTP_CODES.get(status, "http_error")
             headers.update(exc.headers or {})
         else:
+            log.error("internal error while collecting", exc_info=exc)
             status, code, message = 500, "internal_error", "internal error; see the collector's log"
+        self.metrics.reject(status, code)
         body = orjson.dumps({"code": code, "message": message})
         return Response(body, status_code=status, media_type=_JSON, headers=headers)
 
+    async def error(self, request: Request, exc: Exception) -> Response:
+        """The handler of errors raised outside :meth:`collect` (routing: 404, 405)."""
+        response = self._error_response(exc)
+        if request.url.path.startswith("/v1/"):
+            self.metrics.observe_request(response.status_code, 0.0)
+        return response
+
 
 def _cors() -> Middleware:
-    """Browsers (analytics.js) post from any origin; no credentials are involved."""
-    return Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"], allow_headers=["*"])
+    """Browsers (analytics.js) post from any origin, with an Authorization header; no cookies."""
+    return Middleware(
+        CORSMiddleware,
+        allow_origins=["*"],
+        allow_methods=["GET", "POST"],
+        allow_headers=["*"],
+        max_age=86400,
+    )
 
 
-def create_app(settings: Settings, spool: Spool) -> Starlette:
-    """The Tracking API (``POST /v1/{track,identify,...,batch,import}``) and ``GET /health``."""
-    collector = _Collector(settings, spool)
+def create_app(
+    settings: Settings, spool: Spool | Any, suppressions: SuppressionCache | None = None
+) -> Starlette:
+    """The Tracking API (``POST /v1/{track,identify,...,batch,import}``), ``/health``, ``/metrics``."""
+    suppressions = suppressions or SuppressionCache(settings.lake.root)
+    collector = _Collector(settings, spool, suppressions)
     app = Starlette(
         routes=[
             Route("/health", collector.health, methods=["GET"]),
+            Route("/metrics", collector.render_metrics, methods=["GET"]),
             Route("/v1/{name}", collector.collect, methods=["POST"]),
         ],
         middleware=[_cors()],
@@ -115,6 +160,6 @@ def create_app(settings: Settings, spool: Spool) -> Starlette:
             Exception: collector.error,
         },
     )
-    app.state.counters = collector.counters
+    app.state.metrics = collector.metrics
     app.state.spool = spool
     return app

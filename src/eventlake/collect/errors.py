@@ -37,3 +37,16 @@ class LimitExceededError(RequestError):
         self.code = code
         self.limit = limit
         self.actual = actual
+
+
+class ListenError(EventLakeError):
+    """The collector cannot listen on its host and port."""
+
+    exit_code = 2
+
+    def __init__(self, host: str, port: int, problem: str) -> None:
+        super().__init__(
+            f"cannot listen on {host}:{port} ({problem}); choose another [collector] port or --port",
+            host=host,
+            port=port,
+        )

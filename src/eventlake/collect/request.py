@@ -21,8 +21,9 @@ _MAX_DRAINED_BYTES = 16 * 1024 * 1024  # an oversized body is read to its end up
 _GZIP = ("gzip", "x-gzip")
 
 
-async def read_body(request: Request) -> bytes:
-    """The request body, gunzipped when ``Content-Encoding: gzip``, at most ``MAX_REQUEST_BYTES``."""
+async def read_body(request: Request) -> tuple[bytes, int]:
+    """The request body, gunzipped when ``Content-Encoding: gzip``, at most ``MAX_REQUEST_BYTES``;
+    and its size as sent."""
     encoding = request.headers.get("content-encoding", "").strip().lower()
     if encoding not in ("", "identity", *_GZIP):
         raise RequestError(f"unsupported Content-Encoding {encoding!r} (send gzip or no encoding)")
@@ -40,8 +41,8 @@ async def read_body(request: Request) -> bytes:
             chunks.append(chunk)
     if size > limit:  # read to the end first, so the client gets the answer rather than a reset
         raise _request_too_large(size)
-    body = b"".join(chunks)
-    return gunzip(body) if encoding in _GZIP else body
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return (gunzip(body) if encoding in _GZIP else body), size
 
 
 def gunzip(data: bytes) -> bytes:

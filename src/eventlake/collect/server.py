@@ -5,16 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp
 from uvicorn.server import HANDLED_SIGNALS
 
 from eventlake import layout
 from eventlake.archive import Spool
 from eventlake.collect.app import create_app
+from eventlake.collect.errors import ListenError
 from eventlake.config import Settings
 
 # requests still running this long after SIGTERM are cancelled (unacknowledged: clients retry)
@@ -49,24 +53,64 @@ def run_collector(settings: Settings) -> None:
         settings.lake.root,
         collector.seal_max_bytes,
         collector.seal_max_age_seconds,
+        max_spool_bytes=collector.max_spool_bytes,
     )
     try:
         spool.recover()
-        config = uvicorn.Config(
-            create_app(settings, spool),
-            host=collector.host,
-            port=collector.port,
-            log_level="warning",
-            lifespan="on",
-            timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
-        )
-        asyncio.run(_serve(_Server(config), collector.host))
+        serve_app(create_app(settings, spool), settings)
     finally:
         spool.close()
 
 
-async def _serve(server: uvicorn.Server, host: str) -> None:
-    serving = asyncio.create_task(server.serve())
+def serve_app(app: ASGIApp, settings: Settings) -> None:
+    """Serve ``app`` on ``[collector] host/port`` with the collector's server stack until a signal."""
+    collector = settings.collector
+    config = uvicorn.Config(
+        app,
+        host=collector.host,
+        port=collector.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
+    )
+    sockets = [_reuse_port_socket(collector.host, collector.port)] if collector.reuse_port else None
+    # uvloop and httptools when installed (they are dependencies), as `uvicorn` itself would pick
+    _run(_serve(_Server(config), collector.host, sockets), config.get_loop_factory())
+
+
+def _reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A listening socket other processes may bind too (``SO_REUSEPORT``): the kernel spreads the
+    connections over every collector listening on ``host:port``."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ListenError(host, port, str(exc)) from None
+    return sock
+
+
+def _run(
+    main: Coroutine[Any, Any, None], loop_factory: Callable[[], asyncio.AbstractEventLoop] | None
+) -> None:
+    if sys.version_info >= (3, 11):
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(main)
+        return
+    loop = loop_factory() if loop_factory else asyncio.new_event_loop()  # pragma: no cover (3.10)
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(main)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+async def _serve(server: uvicorn.Server, host: str, sockets: list[socket.socket] | None = None) -> None:
+    serving = asyncio.create_task(server.serve(sockets=sockets))
     while not server.started and not serving.done():
         await asyncio.sleep(0.02)
     if server.started:

@@ -6,12 +6,13 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 from eventlake.config.settings import (
     DATE_PARTITIONS,
+    FILL_IP_MODES,
     CatalogSettings,
     CollectorSettings,
     LakeSettings,
@@ -36,7 +37,13 @@ SLUG = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 IDENTIFIER = re.compile(r"^[a-z0-9_]{0,64}$")
 WRITE_KEY = re.compile(r"^[A-Za-z0-9_\-.]{1,200}$")
 SOURCE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
-CATALOG_KINDS = ("hive",)
+CATALOG_KINDS = ("hive", "glue")
+THRIFT_URI = re.compile(r"^thrift://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
+JDBC_URL = re.compile(r"^jdbc:([a-z0-9]+):")
+JDBC_KNOWN = ("postgresql", "mariadb", "mysql")  # drivers eventlake finds by itself (Debian's jars)
+AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
+HIVE_ONLY = ("uri", "jdbc_url", "user", "password", "jdbc_driver_jar", "jdbc_driver_class")
+GLUE_ONLY = ("region", "endpoint_url", "catalog_id")
 
 _SIMPLE_SECTIONS = {
     "catalog": CatalogSettings,
@@ -87,6 +94,11 @@ def parse_settings(raw: Mapping[str, Any], config_path: Path) -> Settings:
     )
     sections = {name: _section(name, cls, _table(raw, name)) for name, cls in _SIMPLE_SECTIONS.items()}
     _validate_sections(sections)
+    _validate_catalog(sections["catalog"])
+    if sections["catalog"].jdbc_driver_jar:
+        sections["catalog"] = replace(
+            sections["catalog"], jdbc_driver_jar=str(_path(base, sections["catalog"].jdbc_driver_jar))
+        )
     sources = _sources(raw.get("sources", []))
     return Settings(path=config_path, lake=lake, sources=sources, **sections)
 
@@ -105,10 +117,62 @@ def _validate_sections(sections: dict[str, Any]) -> None:
         )
     if collector.seal_max_age_seconds <= 0:
         raise ConfigError("collector.seal_max_age_seconds", "must be > 0")
+    if collector.max_spool_bytes < collector.seal_max_bytes:
+        raise ConfigError(
+            "collector.max_spool_bytes",
+            f"{collector.max_spool_bytes} is below collector.seal_max_bytes ({collector.seal_max_bytes})",
+            "use at least seal_max_bytes",
+        )
     if sync.interval_seconds < 1:
         raise ConfigError("sync.interval_seconds", f"{sync.interval_seconds} is below 1 second")
     if sync.max_tables_per_database < 1:
         raise ConfigError("sync.max_tables_per_database", f"{sync.max_tables_per_database}", "use >= 1")
+
+
+def _validate_catalog(catalog: CatalogSettings) -> None:
+    """The ``[catalog]`` settings of the chosen kind; settings of the other kind are refused."""
+    default = CatalogSettings()
+    other = GLUE_ONLY if catalog.kind == "hive" else HIVE_ONLY
+    for name in other:
+        if getattr(catalog, name) != getattr(default, name):
+            owner = "glue" if catalog.kind == "hive" else "hive"
+            raise ConfigError(
+                f"catalog.{name}", f'only applies to kind = "{owner}"', "remove it or change kind"
+            )
+    if catalog.uri:
+        for uri in catalog.uri.split(","):
+            if not THRIFT_URI.match(uri.strip()):
+                raise ConfigError(
+                    "catalog.uri", f"{uri.strip()!r} is not a metastore URI", "use thrift://host:9083"
+                )
+    if catalog.jdbc_url:
+        match = JDBC_URL.match(catalog.jdbc_url)
+        if match is None:
+            raise ConfigError(
+                "catalog.jdbc_url",
+                "is not a JDBC URL",
+                "use jdbc:postgresql://host:5432/db or jdbc:mariadb://...",
+            )
+        if match.group(1) not in JDBC_KNOWN and not (catalog.jdbc_driver_jar and catalog.jdbc_driver_class):
+            raise ConfigError(
+                "catalog.jdbc_url",
+                f"eventlake has no driver for jdbc:{match.group(1)}:",
+                f"use {', '.join(JDBC_KNOWN)}, or set catalog.jdbc_driver_jar and catalog.jdbc_driver_class",
+            )
+    else:
+        for name in ("user", "password", "jdbc_driver_jar", "jdbc_driver_class"):
+            if getattr(catalog, name) != getattr(default, name):
+                raise ConfigError(
+                    f"catalog.{name}", "needs catalog.jdbc_url", "set the metastore database's URL"
+                )
+    if catalog.region and not AWS_REGION.match(catalog.region):
+        raise ConfigError("catalog.region", f"{catalog.region!r} is not an AWS region", "e.g. us-east-1")
+    if catalog.endpoint_url and not catalog.endpoint_url.startswith(("http://", "https://")):
+        raise ConfigError(
+            "catalog.endpoint_url", f"{catalog.endpoint_url!r}", "use http://host:port or https://..."
+        )
+    if catalog.catalog_id and not (len(catalog.catalog_id) == 12 and catalog.catalog_id.isdigit()):
+        raise ConfigError("catalog.catalog_id", f"{catalog.catalog_id!r}", "use the 12-digit AWS account id")
 
 
 def _sources(raw_sources: Any) -> tuple[SourceSettings, ...]:
@@ -141,6 +205,7 @@ def _sources(raw_sources: Any) -> tuple[SourceSettings, ...]:
                 f"{where}.partition_by_slug", item.get("partition_by_slug", False), bool
             ),
             dedupe_window_days=_typed(f"{where}.dedupe_window_days", item.get("dedupe_window_days", 7), int),
+            fill_ip=_typed(f"{where}.fill_ip", item.get("fill_ip", "auto"), str),
         )
         _validate_source(where, source)
         sources.append(source)
@@ -167,6 +232,8 @@ def _validate_source(where: str, source: SourceSettings) -> None:
         )
     if not 0 < source.dedupe_window_days <= 3650:
         raise ConfigError(f"{where}.dedupe_window_days", f"{source.dedupe_window_days}", "use 1-3650")
+    if source.fill_ip not in FILL_IP_MODES:
+        raise ConfigError(f"{where}.fill_ip", f"{source.fill_ip!r}", f"use one of {', '.join(FILL_IP_MODES)}")
 
 
 def _reject_duplicates(sources: list[SourceSettings]) -> None:
@@ -190,6 +257,8 @@ def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
             if not isinstance(value, dict):
                 raise ConfigError(f"{name}.conf", "must be a table of spark.* settings")
             values[key] = tuple((str(k), _conf_value(v)) for k, v in sorted(value.items()))
+        elif isinstance(default, Secret):
+            values[key] = Secret(_typed(f"{name}.{key}", value, str))
         elif isinstance(default, bool):
             values[key] = _typed(f"{name}.{key}", value, bool)
         elif isinstance(default, float):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DATE_PARTITIONS = ("day-hour", "year-month-day-hour", "year-month-day", "day")
+FILL_IP_MODES = ("auto", "always", "never")
 
 
 class Secret:
@@ -39,8 +40,21 @@ class LakeSettings:
 
 @dataclass(frozen=True)
 class CatalogSettings:
-    kind: str = "hive"  # hive (embedded Derby by default)
+    kind: str = "hive"  # hive (Hive metastore: embedded Derby by default) | glue (AWS Glue Data Catalog)
     database_prefix: str = ""  # prepended to every source's database name
+    # hive: a running metastore service to use (thrift://host:9083[,thrift://...]) ...
+    uri: str = ""
+    # ... or the metastore's own database (jdbc:postgresql://, jdbc:mariadb://, jdbc:mysql://);
+    # neither: embedded Derby in state_dir (shared through `eventlake up`'s metastore service)
+    jdbc_url: str = ""
+    user: str = ""
+    password: Secret = Secret("")
+    jdbc_driver_jar: str = ""  # default: Debian's jar for the URL's database
+    jdbc_driver_class: str = ""  # default: the driver class for the URL's database
+    # glue: the AWS region, an endpoint URL (emulators, VPC endpoints), the catalog's account id
+    region: str = ""
+    endpoint_url: str = ""
+    catalog_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,8 @@ class CollectorSettings:
     port: int = 8088
     seal_max_bytes: int = 64 * 1024 * 1024
     seal_max_age_seconds: float = 5.0
+    max_spool_bytes: int = 1024 * 1024 * 1024  # unsealed bytes in the spool past which requests get 429
+    reuse_port: bool = False  # SO_REUSEPORT: several collectors (a state_dir each) share host:port
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,7 @@ class SourceSettings:
     date_partition: str = "day-hour"
     partition_by_slug: bool = False
     dedupe_window_days: int = 7
+    fill_ip: str = "auto"  # context.ip from the request: auto (browser/mobile messages), always, never
 
 
 @dataclass(frozen=True)

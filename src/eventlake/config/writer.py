@@ -21,6 +21,9 @@ state_dir = ".eventlake"   # local state: collector spool, embedded metastore, l
 
 [catalog]
 kind = "hive"              # Hive metastore on embedded Derby, kept in state_dir
+# jdbc_url = "jdbc:postgresql://db:5432/hms"   # a shared metastore database, with user and password
+# uri = "thrift://metastore:9083"              # or a running Hive metastore service
+# (or kind = "glue" with region = "eu-west-1": the AWS Glue Data Catalog)
 
 [spark]
 master = "local[*]"

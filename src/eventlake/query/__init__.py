@@ -1,4 +1,4 @@
-"""Query engines over the catalog: Spark SQL (the default)."""
+"""Query engines over the lake: Spark SQL through the catalog (the default) and DuckDB over the files."""
 
 from eventlake.query.engine import QueryResult, run_query
 

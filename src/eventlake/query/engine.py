@@ -1,4 +1,4 @@
-"""Run SQL against the lake through the catalog."""
+"""Run SQL against the lake: Spark SQL through the catalog (default), or DuckDB over the files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eventlake.config import Settings
-from eventlake.errors import EventLakeError, UsageError
+from eventlake.errors import DependencyError, EventLakeError, UsageError
 
 
 class QueryError(EventLakeError):
@@ -22,6 +22,25 @@ class QueryResult:
     rows: tuple[dict[str, Any], ...]
 
 
+def first_line(exc: BaseException) -> str:
+    """An engine error in one line, for the CLI."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def as_utc(value: Any) -> Any:
+    """Timestamps as aware UTC datetimes, whichever engine produced them.
+
+    Spark returns naive datetimes in the session's zone and DuckDB naive ones for ``TIMESTAMP``
+    columns; eventlake works in UTC throughout.
+    """
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+    return value
+
+
 def _spark(settings: Settings, sql: str, spark: Any = None) -> QueryResult:
     from pyspark.errors import PySparkException
 
@@ -32,28 +51,29 @@ def _spark(settings: Settings, sql: str, spark: Any = None) -> QueryResult:
     try:
         frame = spark.sql(sql)
         columns = tuple(frame.columns)
-        rows = tuple(dict(zip(columns, map(_utc, row), strict=True)) for row in frame.toLocalIterator())
+        rows = tuple(dict(zip(columns, map(as_utc, row), strict=True)) for row in frame.toLocalIterator())
         return QueryResult(columns, rows)
     except PySparkException as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise QueryError(f"query failed: {first}") from None
+        raise QueryError(f"query failed: {first_line(exc)}") from None
     finally:
         if own:
             spark.stop()
 
 
-def _utc(value: Any) -> Any:
-    """Spark returns naive datetimes in the session's zone, which eventlake sets to UTC."""
-    if isinstance(value, datetime) and value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value
+def _duckdb(settings: Settings, sql: str, spark: Any = None) -> QueryResult:
+    """DuckDB in-process over the Parquet files and the schema files: no JVM, no metastore."""
+    try:
+        from eventlake.query.duckdb_engine import run_duckdb
+    except ImportError as exc:  # pragma: no cover - duckdb is a core dependency
+        raise DependencyError(f"the duckdb engine needs {exc.name}: pip install duckdb") from None
+    return run_duckdb(settings, sql)
 
 
-ENGINES: dict[str, Callable[..., QueryResult]] = {"spark": _spark}
+ENGINES: dict[str, Callable[..., QueryResult]] = {"spark": _spark, "duckdb": _duckdb}
 
 
 def run_query(settings: Settings, sql: str, engine: str = "spark", spark: Any = None) -> QueryResult:
-    """The rows of ``sql``; ``spark`` reuses an existing session."""
+    """The rows of ``sql`` on ``engine`` (see ``ENGINES``); ``spark`` reuses an existing session."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; available: {', '.join(ENGINES)}")
     return ENGINES[engine](settings, sql, spark)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,7 @@ import orjson
 
 from eventlake import layout
 from eventlake.config import Settings
+from eventlake.timestamps import now_utc
 
 RUN_COLUMNS = (
     "start_time",
@@ -25,6 +28,9 @@ RUN_COLUMNS = (
 )
 
 
+HEALTH_COLUMNS = ("day", "source", "runs", "failed_runs", "rows", "duplicates_dropped", "rejected")
+
+
 def _read(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
@@ -37,16 +43,21 @@ def _status(rows: list[dict[str, Any]]) -> str:
     return "Partial Success" if failed else "Success"
 
 
-def run_history(settings: Settings, source: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-    """The newest ``limit`` runs, newest first."""
-    ids = {s.id: s.slug for s in settings.sources}
+def _runs(settings: Settings, source: str | None) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each run's ``source`` row and its ``event`` rows, from the report files."""
     wanted = settings.source(source).id if source else None
-    runs = []
     for path in layout.reports_root(settings.lake.root).glob("day=*/source=*/run_id=*/" + layout.REPORT_FILE):
         rows = _read(path)
         head = next((r for r in rows if r["type"] == "source"), None)
-        if head is None or (wanted and head["source_id"] != wanted):
-            continue
+        if head is not None and (wanted is None or head["source_id"] == wanted):
+            yield head, rows
+
+
+def run_history(settings: Settings, source: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs, newest first."""
+    ids = {s.id: s.slug for s in settings.sources}
+    runs = []
+    for head, rows in _runs(settings, source):
         tables = [r for r in rows if r["type"] == "event"]
         runs.append(
             {
@@ -65,3 +76,25 @@ def run_history(settings: Settings, source: str | None = None, limit: int = 100)
         )
     runs.sort(key=lambda r: (r["start_time"], r["run_id"]), reverse=True)
     return runs[:limit]
+
+
+def daily_health(settings: Settings, source: str | None = None, days: int = 30) -> list[dict[str, Any]]:
+    """Synced rows per day and source over the last ``days`` days (by run day), newest first."""
+    ids = {s.id: s.slug for s in settings.sources}
+    since = (now_utc() - timedelta(days=days - 1)).strftime("%Y-%m-%d")
+    totals: dict[tuple[str, str], dict[str, Any]] = {}
+    for head, rows in _runs(settings, source):
+        if head["day"] < since:
+            continue
+        slug = ids.get(head["source_id"], head["source_id"])
+        day = totals.setdefault(
+            (head["day"], slug),
+            {"day": head["day"], "source": slug, "runs": 0, "failed_runs": 0, "rows": 0,
+             "duplicates_dropped": 0, "rejected": 0},
+        )  # fmt: skip
+        day["runs"] += 1
+        day["failed_runs"] += _status(rows) == "Failed"
+        day["rows"] += head["row_count"] or 0
+        day["duplicates_dropped"] += head.get("duplicates_dropped") or 0
+        day["rejected"] += (head.get("rejected_messages") or 0) + (head.get("rejected_values") or 0)
+    return sorted(totals.values(), key=lambda d: (d["day"], d["source"]), reverse=True)

@@ -1,10 +1,14 @@
 """The collector in this process, syncs in child processes on a schedule.
 
-Each sync is its own process (``python -m eventlake sync``) in its own process group, so it holds
-the embedded metastore only while it runs (``eventlake sql`` works between syncs) and can be
+On the embedded Derby metastore, ``up`` first starts the project's metastore service (a Hive
+metastore JVM over Derby, see :mod:`eventlake.catalog.service`) and keeps it while it runs: the
+syncs, and any ``eventlake sql``, ``sync`` or ``thrift`` started meanwhile from other processes,
+connect to it instead of opening Derby, so they all work at the same time.
+
+Each sync is its own process (``python -m eventlake sync``) in its own process group, so it can be
 stopped with everything it started (Spark's JVM included). On SIGTERM or Ctrl-C the collector stops
-and seals its spool, and a running sync is stopped; a sync stopped half-way is completed by the
-next one (see eventlake.sync.job).
+and seals its spool, a running sync is stopped, then the metastore service; a sync stopped
+half-way is completed by the next one (see eventlake.sync.job).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import sys
 import threading
 import time
 
+from eventlake.catalog.service import SharedMetastore
 from eventlake.collect import run_collector
 from eventlake.config import Settings
 
@@ -33,6 +38,7 @@ class SyncScheduler:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="eventlake-scheduler", daemon=True)
         self.runs = 0
+        self.metastore = SharedMetastore(settings)
 
     def start(self) -> None:
         self._thread.start()
@@ -46,6 +52,12 @@ class SyncScheduler:
     def _loop(self) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
+            try:  # the metastore service the syncs use (started once, restarted if it died)
+                self.metastore.ensure()
+            except Exception as exc:
+                print(f"scheduler: no metastore service: {exc}", file=sys.stderr, flush=True)
+                self._stop.wait(self.interval)
+                continue
             with self._lock:
                 if self._stop.is_set():
                     return
@@ -72,6 +84,7 @@ class SyncScheduler:
         if child is not None:
             _signal_group(child, signal.SIGKILL)  # anything the sync left behind in its group
         self._thread.join(STOP_GRACE_SECONDS)
+        self.metastore.close()
 
 
 def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:

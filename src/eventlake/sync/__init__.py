@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 
 from eventlake.config import Settings
@@ -10,9 +11,11 @@ from eventlake.errors import UsageError
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.report import SyncResult, TableResult
 
+_STARTED = time.monotonic()
+
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    print(f"[{time.monotonic() - _STARTED:6.1f}s] {line}", file=sys.stderr, flush=True)
 
 
 def run_sync(

@@ -10,7 +10,43 @@ from typing import Any
 import orjson
 
 from eventlake import layout
+from eventlake.catalog import TableSpec
 from eventlake.timestamps import format_timestamp
+
+REPORTS_DATABASE = "__segment_datalake"
+REPORTS_TABLE = "sync_reports"
+REPORT_PARTITION_KEYS = ("source_id", "day", "run_id")
+# the report fields as catalog columns (partition keys excluded); JSON rows may omit any of them
+REPORT_COLUMNS = (
+    ("type", "string"),
+    ("workspace_id", "string"),
+    ("start_time", "timestamp"),
+    ("finish_time", "timestamp"),
+    ("duration_mins", "decimal(38,6)"),
+    ("status", "string"),
+    ("error", "string"),
+    ("error_code", "string"),
+    ("table_name", "string"),
+    ("database", "string"),
+    ("partitions", "array<map<string,string>>"),
+    ("new_columns", "array<struct<name:string,type:string>>"),
+    ("row_count", "bigint"),
+    ("is_new", "boolean"),
+    ("replay", "boolean"),
+    ("replay_from", "timestamp"),
+    ("replay_to", "timestamp"),
+    ("emr_cluster_id", "string"),
+    ("s3_bucket", "string"),
+    ("duplicates_dropped", "bigint"),
+    ("rejected_messages", "bigint"),
+    ("rejected_values", "bigint"),
+    ("suppressed", "bigint"),
+    ("input_files", "bigint"),
+    ("bytes_in", "bigint"),
+    ("source", "string"),
+    ("notices", "array<string>"),
+    ("collisions", "array<string>"),
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +146,23 @@ def report_rows(result: SyncResult, lake: Path, app_id: str = "") -> list[dict[s
             }
         )
     return rows
+
+
+def reports_table(lake: Path) -> TableSpec:
+    """The catalog table over every report file: one partition per run folder."""
+    return TableSpec(
+        REPORTS_DATABASE,
+        REPORTS_TABLE,
+        REPORT_COLUMNS,
+        REPORT_PARTITION_KEYS,
+        str(layout.reports_root(lake)),
+        format="json",
+        partition_path=layout.REPORT_PARTITION_PATH,
+    )
+
+
+def report_partition(result: SyncResult) -> tuple[str, str, str]:
+    return (result.source_id, result.start_time.strftime("%Y-%m-%d"), result.run_id)
 
 
 def report_path(result: SyncResult, lake: Path) -> Path:

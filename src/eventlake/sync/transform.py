@@ -1,21 +1,20 @@
-"""Per-message work done in Spark's Python workers: parse, validate, flatten, cast.
+"""Per-message work done in Spark's Python workers: parse, validate, flatten.
 
-Both passes are plain functions over an iterator of rows, so they are testable without Spark and
-the rules stay in :mod:`eventlake.spec` and :mod:`eventlake.schema`.
+Plain functions over an iterator of rows, so they are testable without Spark; the rules stay in
+:mod:`eventlake.spec` and :mod:`eventlake.schema`. The cast-and-write pass is :mod:`.writer`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
+import pyarrow as pa
 from pyspark.sql import types as T
 
-from eventlake.schema import cast_value, flatten, segment_type, value_type
+from eventlake.schema import flatten, segment_type, value_type
 from eventlake.spec import validate
 from eventlake.timestamps import parse_timestamp
 
@@ -37,27 +36,21 @@ PARSED_SCHEMA = T.StructType(
     ]
 )
 
-REJECTED_VALUE = T.StructType(
+
+# the same columns as Arrow, for mapInArrow (timestamps: UTC microseconds, as Spark's session zone)
+PARSED_ARROW = pa.schema(
     [
-        T.StructField("column_name", T.StringType()),
-        T.StructField("target_type", T.StringType()),
-        T.StructField("raw_value", T.StringType()),
-        T.StructField("reason", T.StringType()),
+        pa.field("ok", pa.bool_(), nullable=False),
+        ("message_id", pa.string()),
+        ("received_at", pa.timestamp("us", tz="UTC")),
+        ("segment_type", pa.string()),
+        ("payload", pa.string()),
+        ("types", pa.map_(pa.string(), pa.string())),
+        ("collisions", pa.list_(pa.string())),
+        ("reason", pa.string()),
+        ("raw", pa.string()),
     ]
 )
-
-CAST_SCHEMA = T.StructType(
-    [
-        T.StructField("message_id", T.StringType()),
-        T.StructField("received_at", T.TimestampType()),
-        T.StructField("segment_type", T.StringType()),
-        T.StructField("row", T.StringType()),
-        T.StructField("rejected", T.ArrayType(REJECTED_VALUE)),
-    ]
-)
-
-# how cast values are written for Spark's from_json (see row_json)
-JSON_TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSX"
 
 
 def loads(text: str) -> Any:
@@ -96,45 +89,15 @@ def parse_line(line: str) -> tuple[Any, ...]:
     return (True, message["messageId"], received, kind, dumps(values), types, collisions, None, None)
 
 
-def parse_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-    for row in rows:
-        line = row[0]
-        if line and line.strip():
-            yield parse_line(line)
-
-
-def cast_row(payload: str, columns: Sequence[tuple[str, str]]) -> tuple[str, list[tuple[str, str, str, str]]]:
-    """The row's values cast to the table's columns (as JSON for from_json) and the rejected values."""
-    values = loads(payload)
-    out: dict[str, Any] = {}
-    rejected: list[tuple[str, str, str, str]] = []
-    for name, kind in columns:
-        value = values.get(name)
-        if value is None:
-            continue
-        cast, reason = cast_value(value, kind)
-        if reason is not None:
-            raw = value if isinstance(value, str) else dumps(value)
-            rejected.append((name, kind, raw, reason))
-        elif cast is not None:
-            out[name] = _jsonable(cast)
-    return dumps(out), rejected
-
-
-def cast_partition(
-    rows: Iterable[Any], schemas: Mapping[str, Sequence[tuple[str, str]]]
-) -> Iterator[tuple[Any, ...]]:
-    for message_id, received_at, kind, payload in rows:
-        row, rejected = cast_row(payload, schemas[kind])
-        yield (message_id, received_at, kind, row, rejected)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, decimal.Decimal):
-        return format(value, "f")
-    if isinstance(value, dt.datetime):
-        return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return value
+def parse_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` over ``spark.read.text``: archive lines in, :data:`PARSED_ARROW` rows out."""
+    for batch in batches:
+        rows = [parse_line(line) for line in batch.column(0).to_pylist() if line and line.strip()]
+        columns = list(zip(*rows, strict=True)) if rows else [()] * len(PARSED_ARROW)
+        types = [list(t.items()) if t is not None else None for t in columns[5]]
+        arrays = [pa.array(list(c), f.type) for c, f in zip(columns, PARSED_ARROW, strict=True)]
+        arrays[5] = pa.array(types, PARSED_ARROW.field("types").type)
+        yield pa.RecordBatch.from_arrays(arrays, schema=PARSED_ARROW)
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install the npm packages of the client-library tests (Segment's @segment/analytics-node and
+# @segment/analytics-next, and playwright-core to drive Debian's Chromium) into
+# tests/clients/node_modules, exactly as tests/clients/package-lock.json pins them (`npm ci`).
+# Node.js and npm come from the machine, else from Debian's packages (apt-get).
+# Re-runs are instant: nothing happens while node_modules matches the lock file.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+project="$here/tests/clients"
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+      if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+        echo "ensure-node-deps: Node.js is missing and installing it needs root: apt-get install nodejs npm" >&2
+        exit 1
+      fi
+    fi
+    echo "ensure-node-deps: installing nodejs and npm with apt-get ..." >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+  else
+    echo "ensure-node-deps: the client tests need Node.js 18+ and npm; install them and put them on PATH." >&2
+    exit 1
+  fi
+fi
+
+major="$(node -p 'process.versions.node.split(".")[0]')"
+if [ "$major" -lt 18 ]; then
+  echo "ensure-node-deps: Node.js $(node --version) is too old; the client tests need 18 or newer" >&2
+  exit 1
+fi
+
+stamp="$project/node_modules/.package-lock.json"  # written by npm after every install
+if [ -f "$stamp" ] && [ "$stamp" -nt "$project/package-lock.json" ] && [ "$stamp" -nt "$project/package.json" ]; then
+  exit 0
+fi
+echo "ensure-node-deps: npm ci in tests/clients ..." >&2
+npm ci --prefix "$project" --no-audit --no-fund --loglevel=error >/dev/null

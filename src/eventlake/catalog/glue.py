@@ -1,0 +1,269 @@
+"""The AWS Glue Data Catalog, through boto3 (``pip install 'eventlake[glue]'``).
+
+Tables are registered as Athena / EMR / Glue crawlers register Parquet tables (Hive Parquet
+SerDe, ``EXTERNAL_TABLE``, string partition keys); partitions are created 100 per
+BatchCreatePartition call, existing ones are left alone; a column append reads the table and
+calls UpdateTable only when columns are really missing (Glue keeps at most 100,000 versions of a
+table, one per update), with the version it read, so concurrent writers never lose a column.
+
+Spark here cannot read through Glue: with ``kind = "glue"`` the sync writes Parquet with Spark
+and registers it here. Querying needs a Glue-aware engine: Athena, or Spark on EMR/Glue/Databricks
+with the Glue Data Catalog as its Hive metastore and the lake root on S3.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from eventlake.catalog.base import Catalog, Column, TableSpec
+from eventlake.config import CatalogSettings
+from eventlake.errors import ConfigError, DependencyError, EventLakeError, PermissionsError
+
+PARTITION_BATCH = 100  # BatchCreatePartition's limit
+UPDATE_ATTEMPTS = 5
+# TableInput accepts these fields of a GetTable answer
+TABLE_INPUT_FIELDS = (
+    "Name",
+    "Description",
+    "Owner",
+    "LastAccessTime",
+    "LastAnalyzedTime",
+    "Retention",
+    "StorageDescriptor",
+    "PartitionKeys",
+    "ViewOriginalText",
+    "ViewExpandedText",
+    "TableType",
+    "Parameters",
+    "TargetTable",
+)
+FORMATS = {
+    "parquet": {
+        "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+        "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+        "SerdeInfo": {
+            "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe",
+            "Parameters": {"serialization.format": "1"},
+        },
+    },
+    "json": {
+        "InputFormat": "org.apache.hadoop.mapred.TextInputFormat",
+        "OutputFormat": "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+        "SerdeInfo": {"SerializationLibrary": "org.openx.data.jsonserde.JsonSerDe", "Parameters": {}},
+    },
+}
+
+
+class GlueError(EventLakeError):
+    """Glue answered with an error eventlake does not expect."""
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
+def _translate(exc: Exception, doing: str) -> EventLakeError:
+    code = _error_code(exc)
+    if code in ("AccessDeniedException", "UnrecognizedClientException") or type(exc).__name__ in (
+        "NoCredentialsError",
+        "PartialCredentialsError",
+    ):
+        return PermissionsError(f"Glue refused {doing}: {exc}")
+    return GlueError(f"Glue failed {doing}: {exc}")
+
+
+class GlueCatalog(Catalog):
+    """``client`` is a boto3 Glue client; ``catalog_id`` the account id (empty: the caller's)."""
+
+    def __init__(self, client: Any, catalog_id: str = "") -> None:
+        self.client = client
+        self.catalog_id = catalog_id
+
+    @classmethod
+    def from_settings(cls, catalog: CatalogSettings) -> GlueCatalog:
+        try:
+            import boto3
+            from botocore.exceptions import NoRegionError
+        except ImportError:
+            raise DependencyError("the glue catalog needs boto3: pip install 'eventlake[glue]'") from None
+        try:
+            client = boto3.session.Session().client(
+                "glue", region_name=catalog.region or None, endpoint_url=catalog.endpoint_url or None
+            )
+        except NoRegionError:
+            raise ConfigError(
+                "catalog.region", "is not set and AWS has no default region", 'set it, e.g. "us-east-1"'
+            ) from None
+        return cls(client, catalog.catalog_id)
+
+    # -- calls --------------------------------------------------------------------------------
+
+    def _call(self, operation: str, doing: str, ignore: tuple[str, ...] = (), **params: Any) -> Any:
+        if self.catalog_id:
+            params["CatalogId"] = self.catalog_id
+        try:
+            return getattr(self.client, operation)(**params)
+        except Exception as exc:
+            if _error_code(exc) in ignore:
+                return None
+            if isinstance(exc, EventLakeError):
+                raise
+            raise _translate(exc, doing) from exc
+
+    def _get_table(self, database: str, table: str) -> dict[str, Any] | None:
+        answer = self._call(
+            "get_table",
+            f"reading table {database}.{table}",
+            ignore=("EntityNotFoundException",),
+            DatabaseName=database,
+            Name=table,
+        )
+        return None if answer is None else answer["Table"]
+
+    def _pages(self, operation: str, key: str, doing: str, **params: Any) -> list[dict[str, Any]]:
+        if self.catalog_id:
+            params["CatalogId"] = self.catalog_id
+        items: list[dict[str, Any]] = []
+        try:
+            for page in self.client.get_paginator(operation).paginate(**params):
+                items.extend(page[key])
+        except Exception as exc:
+            if _error_code(exc) == "EntityNotFoundException":
+                return []
+            raise _translate(exc, doing) from exc
+        return items
+
+    # -- the interface ------------------------------------------------------------------------
+
+    def ensure_database(self, name: str) -> None:
+        self._call(
+            "create_database",
+            f"creating database {name}",
+            ignore=("AlreadyExistsException",),
+            DatabaseInput={"Name": name, "Description": "eventlake source database"},
+        )
+
+    def table_columns(self, database: str, table: str) -> tuple[Column, ...] | None:
+        found = self._get_table(database, table)
+        if found is None:
+            return None
+        return tuple((c["Name"], c["Type"]) for c in found.get("StorageDescriptor", {}).get("Columns", []))
+
+    def list_tables(self, database: str) -> list[str]:
+        tables = self._pages(
+            "get_tables", "TableList", f"listing tables of {database}", DatabaseName=database
+        )
+        return sorted(t["Name"] for t in tables)
+
+    def create_table(self, spec: TableSpec) -> None:
+        self._call(
+            "create_table",
+            f"creating table {spec.qualified}",
+            ignore=("AlreadyExistsException",),
+            DatabaseName=spec.database,
+            TableInput={
+                "Name": spec.name,
+                "TableType": "EXTERNAL_TABLE",
+                "Parameters": {"EXTERNAL": "TRUE", "classification": spec.format},
+                "PartitionKeys": [{"Name": key, "Type": "string"} for key in spec.partition_keys],
+                "StorageDescriptor": self._storage(spec, spec.columns, spec.location),
+            },
+        )
+
+    def add_columns(self, database: str, table: str, columns: Sequence[Column]) -> None:
+        for _ in range(UPDATE_ATTEMPTS):
+            found = self._get_table(database, table)
+            if found is None:
+                raise GlueError(f"cannot add columns to {database}.{table}: no such table")
+            descriptor = found.get("StorageDescriptor", {})
+            have = {c["Name"] for c in descriptor.get("Columns", [])}
+            missing = [(name, kind) for name, kind in columns if name not in have]
+            if not missing:
+                return  # nothing to change: no UpdateTable, no new table version
+            table_input = {k: copy.deepcopy(found[k]) for k in TABLE_INPUT_FIELDS if k in found}
+            table_input["StorageDescriptor"]["Columns"] = [
+                *descriptor.get("Columns", []),
+                *({"Name": name, "Type": kind} for name, kind in missing),
+            ]
+            params: dict[str, Any] = {"DatabaseName": database, "TableInput": table_input}
+            if found.get("VersionId"):
+                params["VersionId"] = found["VersionId"]  # fails if someone updated it meanwhile
+            answer = self._call(
+                "update_table",
+                f"adding columns to {database}.{table}",
+                ignore=("ConcurrentModificationException",),
+                **params,
+            )
+            if answer is not None:
+                return
+        raise GlueError(f"cannot add columns to {database}.{table}: it keeps changing concurrently")
+
+    def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+        unique = sorted(set(partitions))
+        for start in range(0, len(unique), PARTITION_BATCH):
+            batch = unique[start : start + PARTITION_BATCH]
+            answer = self._call(
+                "batch_create_partition",
+                f"adding partitions to {spec.qualified}",
+                DatabaseName=spec.database,
+                TableName=spec.name,
+                PartitionInputList=[
+                    {
+                        "Values": list(values),
+                        "StorageDescriptor": self._storage(
+                            spec, spec.columns, spec.partition_location(values)
+                        ),
+                    }
+                    for values in batch
+                ],
+            )
+            failed = [
+                e
+                for e in answer.get("Errors", [])
+                if e["ErrorDetail"]["ErrorCode"] != "AlreadyExistsException"
+            ]
+            if failed:
+                first = failed[0]
+                raise GlueError(
+                    f"Glue failed adding {len(failed)} partitions to {spec.qualified}, e.g. "
+                    f"{first['PartitionValues']}: {first['ErrorDetail'].get('ErrorMessage', '')}"
+                )
+
+    def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
+        found = self._pages(
+            "get_partitions",
+            "Partitions",
+            f"listing partitions of {database}.{table}",
+            DatabaseName=database,
+            TableName=table,
+        )
+        return sorted(tuple(p["Values"]) for p in found)
+
+    def drop_table(self, database: str, table: str) -> None:
+        self._call(
+            "delete_table",
+            f"dropping table {database}.{table}",
+            ignore=("EntityNotFoundException",),
+            DatabaseName=database,
+            Name=table,
+        )
+
+    def drop_database(self, database: str) -> None:
+        for table in self.list_tables(database):
+            self.drop_table(database, table)
+        self._call(
+            "delete_database",
+            f"dropping database {database}",
+            ignore=("EntityNotFoundException",),
+            Name=database,
+        )
+
+    @staticmethod
+    def _storage(spec: TableSpec, columns: Sequence[Column], location: str) -> dict[str, Any]:
+        descriptor = copy.deepcopy(FORMATS.get(spec.format, FORMATS["parquet"]))
+        descriptor["Columns"] = [{"Name": name, "Type": kind} for name, kind in columns]
+        descriptor["Location"] = location
+        return descriptor

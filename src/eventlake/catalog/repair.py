@@ -1,0 +1,223 @@
+"""Rebuild the catalog from the lake itself: the tables' schema files and the partition folders.
+
+The sync writes, beside every table it registers, a schema file
+(``segment-data/_state/schemas/<database>/<table>.json``: columns in order with their types,
+partition keys, location). With those and the ``key=value`` folders on disk, a lost, moved or
+new metastore (or Glue) gets every database, table, column and partition back. The DuckDB
+engine reads the same files to query the lake without any metastore.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eventlake import layout
+from eventlake.catalog.base import Catalog, Column, TableSpec, load_catalog
+from eventlake.config import Settings
+from eventlake.errors import EventLakeError, UsageError
+
+Say = Callable[[str], None]
+
+
+class SchemaFileError(EventLakeError):
+    """A schema file that cannot be read."""
+
+    code = "internal_error"
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"schema file {path}: {problem}", path=str(path), problem=problem)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def schemas_root(lake: Path) -> Path:
+    """``segment-data/_state/schemas`` (``layout.schema_file`` names the files in it)."""
+    return layout.schema_file(lake, "_", "_").parent.parent
+
+
+def resolve_location(lake: Path, location: str) -> str:
+    """Where a table's files are in *this* lake: a recorded local location is re-anchored on the
+    current lake root (from its ``segment-data/`` on) when that place exists, so a lake moved,
+    copied or mounted elsewhere is read where it is now; otherwise the recorded location. URIs
+    (``s3a://...``) are returned as they are.
+
+    >>> resolve_location(Path("/new/lake"), "s3a://bucket/lake/segment-data/data/x")
+    's3a://bucket/lake/segment-data/data/x'
+    >>> resolve_location(Path("/new/lake"), "/gone/lake/segment-data/data/x")  # /new/lake is empty
+    '/gone/lake/segment-data/data/x'
+    """
+    if "://" in location:
+        return location
+    parts = Path(location).parts
+    if layout.DATA not in parts:
+        return location
+    here = lake.joinpath(*parts[len(parts) - 1 - parts[::-1].index(layout.DATA) :])
+    return str(here) if here.exists() else location
+
+
+def read_schema_file(path: Path, lake: Path) -> TableSpec:
+    """The table a schema file describes, with its location resolved against ``lake``."""
+    try:
+        doc: dict[str, Any] = orjson.loads(path.read_bytes())
+        # optional: a table that is not Parquet in Hive's key=value folders says so
+        optional = {key: doc[key] for key in ("format", "partition_path") if doc.get(key)}
+        return TableSpec(
+            database=doc["database"],
+            name=doc["table"],
+            columns=tuple((c["name"], c["type"]) for c in doc["columns"]),
+            partition_keys=tuple(doc["partition_keys"]),
+            location=resolve_location(lake, doc["location"]),
+            **optional,
+        )
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise SchemaFileError(path, f"{type(exc).__name__}: {exc}") from None
+
+
+def read_schema_files(lake: Path, databases: Collection[str] | None = None) -> list[TableSpec]:
+    """Every table of the lake (or of ``databases``), sorted by database and name."""
+    root = schemas_root(lake)
+    if not root.is_dir():
+        return []
+    specs = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        if databases is not None and folder.name not in databases:
+            continue
+        specs += [read_schema_file(path, lake) for path in sorted(folder.glob("*.json"))]
+    return specs
+
+
+def partition_template(spec: TableSpec) -> str:
+    """Where a partition's files are under the table's location, e.g. ``day={day}/hr={hr}``."""
+    return spec.partition_path or "/".join(f"{k}={{{k}}}" for k in spec.partition_keys)
+
+
+def partitions_on_disk(spec: TableSpec) -> list[tuple[str, ...]]:
+    """The partitions (values in partition key order) whose folder under the table's location holds
+    at least one data file (``*.parquet`` for Parquet tables); hidden and ``_``-prefixed files do
+    not count, as in Spark."""
+    if not spec.partition_keys or "://" in spec.location:
+        return []
+    template = partition_template(spec)
+    pattern = re.compile(
+        "".join(
+            f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part)
+            for part in re.split(r"(\{\w+\})", template)
+            if part
+        )
+    )
+    suffix = ".parquet" if spec.format == "parquet" else ""
+    root = Path(spec.location)
+    found = set()
+    for path in root.glob(re.sub(r"\{\w+\}", "*", template) + "/*" + suffix):
+        if path.name.startswith((".", "_")) or not path.is_file():
+            continue
+        match = pattern.fullmatch(path.parent.relative_to(root).as_posix())
+        if match:
+            found.add(tuple(match[key] for key in spec.partition_keys))
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class RepairedTable:
+    database: str
+    table: str
+    created: bool  # the catalog did not have it
+    columns_added: tuple[Column, ...]  # appended to a table the catalog had (empty when created)
+    partitions: int  # partitions found on disk (registered if missing)
+    location: str
+    notice: str = ""  # e.g. a column whose type differs between the catalog and the schema file
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    tables: tuple[RepairedTable, ...]
+
+    @property
+    def created(self) -> int:
+        return sum(t.created for t in self.tables)
+
+    @property
+    def partitions(self) -> int:
+        return sum(t.partitions for t in self.tables)
+
+
+def repair_table(catalog: Catalog, spec: TableSpec) -> RepairedTable:
+    """Bring one table of the catalog in line with its schema file and its partition folders."""
+    existing = catalog.table_columns(spec.database, spec.name)
+    added = catalog.ensure_table(spec)
+    notice = ""
+    if existing is not None:
+        declared = dict(spec.columns)
+        differ = [f"{n} {t} (schema file: {declared[n]})" for n, t in existing if declared.get(n, t) != t]
+        if differ:
+            notice = "catalog types differ from the schema file: " + ", ".join(differ)
+    partitions = partitions_on_disk(spec)
+    if partitions:
+        catalog.add_partitions(spec, partitions)
+    return RepairedTable(
+        spec.database,
+        spec.name,
+        existing is None,
+        added if existing is not None else (),
+        len(partitions),
+        spec.location,
+        notice,
+    )
+
+
+def repair_catalog(
+    settings: Settings,
+    slugs: Sequence[str] = (),
+    *,
+    tables: Sequence[TableSpec] = (),
+    spark: Any = None,
+    say: Say = _say,
+) -> RepairResult:
+    """Recreate databases, tables, columns and partitions of the given sources (default: every
+    table that has a schema file) in the configured catalog. Idempotent: what exists is kept.
+
+    ``tables`` are repaired too: tables the sync registers without a schema file (its reports
+    table). ``spark`` is an existing SparkSession for the hive catalog; otherwise one is built
+    from the settings and stopped at the end.
+    """
+    lake = settings.lake.root
+    databases = {settings.catalog.database_prefix + settings.source(s).database for s in slugs} or None
+    specs = read_schema_files(lake, databases)
+    if not specs:
+        raise UsageError(
+            f"no schema files under {schemas_root(lake)}"
+            + (f" for database {', '.join(sorted(databases))}" if databases else "")
+            + ": nothing to repair (they are written by `eventlake sync`)"
+        )
+    own = spark is None and settings.catalog.kind == "hive"  # the other back ends need no Spark
+    if own:
+        from eventlake.catalog.session import spark_session
+
+        say("starting Spark ...")
+        spark = spark_session(settings, "eventlake-catalog-repair")
+    try:
+        catalog = load_catalog(settings, spark)
+        repaired = []
+        for spec in [*specs, *tables]:
+            table = repair_table(catalog, spec)
+            added = ", ".join(n for n, _ in table.columns_added)
+            say(
+                f"{spec.qualified}: {'created' if table.created else 'present'}, "
+                f"{table.partitions} partitions"
+                + (f", columns added: {added}" if added else "")
+                + (f"; {table.notice}" if table.notice else "")
+            )
+            repaired.append(table)
+        return RepairResult(tuple(repaired))
+    finally:
+        if own:
+            spark.stop()

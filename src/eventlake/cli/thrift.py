@@ -1,0 +1,29 @@
+"""``eventlake thrift``: Spark's Thrift server (HiveServer2: JDBC/ODBC, dbt-spark) over the catalog."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from eventlake.cli.main import Context, cli, handle_errors, pass_context
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0: all).")
+@click.option("--port", default=10000, show_default=True, help="HiveServer2 port.")
+@pass_context
+@handle_errors
+def thrift(ctx: Context, host: str, port: int) -> None:
+    """Serve SQL over JDBC/ODBC (HiveServer2 protocol, Spark's Thrift server) on the lake's catalog,
+    until SIGTERM or Ctrl-C. BI tools, beeline and dbt-spark (method: thrift) connect to
+    jdbc:hive2://HOST:PORT/default, with no authentication.
+
+    \b
+    Example:
+      eventlake thrift --port 10000
+      beeline -u jdbc:hive2://127.0.0.1:10000/default -e "SHOW DATABASES"
+    """
+    from eventlake.catalog.thriftserver import run_thrift_server
+
+    sys.exit(run_thrift_server(ctx.settings(), host, port))

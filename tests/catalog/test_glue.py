@@ -1,0 +1,186 @@
+"""The Glue catalog against moto's Glue emulator (server mode), through the boto3 calls a user's
+eventlake makes: no needless UpdateTable, partitions in batches of 100, Athena-style table
+definitions, and a whole `eventlake sync` registering its tables in Glue."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from eventlake import layout
+from eventlake.catalog import TableSpec, load_catalog
+from eventlake.catalog.glue import GlueCatalog
+from eventlake.config import (
+    CatalogSettings,
+    LakeSettings,
+    Settings,
+    add_source,
+    load_settings,
+    write_initial_config,
+)
+from eventlake.errors import ConfigError, DependencyError
+from eventlake.timestamps import parse_timestamp
+
+from .conftest import clean_env, write_archive
+from .servers import AWS_ENV
+
+COLUMNS = (("message_id", "string"), ("received_at", "timestamp"))
+_numbers = itertools.count(1)
+
+
+@pytest.fixture
+def calls(glue: GlueCatalog) -> Iterator[Counter[str]]:
+    """How many times each Glue API operation was called during the test."""
+    counts: Counter[str] = Counter()
+
+    def count(model: Any, **_: Any) -> None:
+        counts[model.name] += 1
+
+    glue.client.meta.events.register("before-call.glue.*", count)
+    yield counts
+    glue.client.meta.events.unregister("before-call.glue.*", count)
+
+
+@pytest.fixture
+def database(glue: GlueCatalog) -> str:
+    return f"glue_{next(_numbers)}"
+
+
+@pytest.mark.integration
+def test_column_appends_call_update_table_only_when_columns_are_missing(
+    glue: GlueCatalog, database: str, calls: Counter[str], tmp_path: Path
+) -> None:
+    spec = TableSpec(database, "page", COLUMNS, ("day", "hr"), str(tmp_path / "page"))
+    glue.ensure_table(spec)
+    glue.ensure_table(spec)
+    glue.add_columns(database, "page", [("message_id", "string")])  # already there
+    assert calls["UpdateTable"] == 0
+    glue.ensure_table(
+        TableSpec(database, "page", (*COLUMNS, ("name", "string")), ("day", "hr"), spec.location)
+    )
+    assert calls["UpdateTable"] == 1
+    table = glue.client.get_table(DatabaseName=database, Name="page")["Table"]
+    assert [c["Name"] for c in table["StorageDescriptor"]["Columns"]] == ["message_id", "received_at", "name"]
+    assert table["PartitionKeys"] == [{"Name": "day", "Type": "string"}, {"Name": "hr", "Type": "string"}]
+    assert table["TableType"] == "EXTERNAL_TABLE" and table["Parameters"]["classification"] == "parquet"
+    serde = table["StorageDescriptor"]["SerdeInfo"]["SerializationLibrary"]
+    assert serde == "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+
+
+@pytest.mark.integration
+def test_partitions_are_created_100_per_call_with_their_locations(
+    glue: GlueCatalog, database: str, calls: Counter[str], tmp_path: Path
+) -> None:
+    spec = TableSpec(database, "track_signed_up", COLUMNS, ("day", "hr"), str(tmp_path / "t"))
+    glue.ensure_table(spec)
+    partitions = [(f"2026-11-{day:02d}", f"{hour:02d}") for day in range(1, 12) for hour in range(24)][:250]
+    glue.add_partitions(spec, partitions)
+    assert calls["BatchCreatePartition"] == 3
+    glue.add_partitions(spec, partitions[:10])  # all exist: one call, no error
+    assert glue.partitions(database, "track_signed_up") == sorted(partitions)
+    found = glue.client.get_partition(
+        DatabaseName=database, TableName="track_signed_up", PartitionValues=["2026-11-01", "07"]
+    )["Partition"]
+    assert found["StorageDescriptor"]["Location"] == f"{spec.location}/day=2026-11-01/hr=07"
+
+
+@pytest.mark.integration
+def test_json_tables_with_their_own_partition_paths(glue: GlueCatalog, database: str, tmp_path: Path) -> None:
+    spec = TableSpec(
+        database,
+        "sync_reports",
+        (("status", "string"), ("row_count", "bigint")),
+        ("source_id", "day"),
+        str(tmp_path / "reports"),
+        format="json",
+        partition_path="day={day}/source={source_id}",
+    )
+    glue.ensure_table(spec)
+    glue.add_partitions(spec, [("src1", "2026-11-22")])
+    table = glue.client.get_table(DatabaseName=database, Name="sync_reports")["Table"]
+    assert (
+        table["StorageDescriptor"]["SerdeInfo"]["SerializationLibrary"]
+        == "org.openx.data.jsonserde.JsonSerDe"
+    )
+    found = glue.client.get_partition(
+        DatabaseName=database, TableName="sync_reports", PartitionValues=["src1", "2026-11-22"]
+    )["Partition"]
+    assert found["StorageDescriptor"]["Location"] == f"{spec.location}/day=2026-11-22/source=src1"
+
+
+def test_a_missing_region_names_the_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    with pytest.raises(ConfigError) as error:
+        GlueCatalog.from_settings(CatalogSettings(kind="glue"))
+    assert error.value.setting == "catalog.region"
+
+
+def test_without_boto3_the_error_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "boto3", None)  # import boto3 -> ImportError
+    settings = Settings(
+        path=None,
+        lake=LakeSettings(tmp_path / "lake", tmp_path / "state"),
+        catalog=CatalogSettings(kind="glue", region="us-east-1"),
+    )
+    with pytest.raises(DependencyError, match=r"pip install 'eventlake\[glue\]'"):
+        load_catalog(settings)
+
+
+@pytest.mark.integration
+def test_eventlake_sync_registers_its_tables_in_glue(glue_settings: CatalogSettings, tmp_path: Path) -> None:
+    """The user's path: `eventlake sync` with [catalog] kind = "glue" (Spark writes Parquet, boto3
+    registers databases, tables, columns and partitions)."""
+    config = write_initial_config(tmp_path / "project")
+    text = config.read_text()
+    glue_lines = f'kind = "glue"\nregion = "us-east-1"\nendpoint_url = "{glue_settings.endpoint_url}"\n'
+    config.write_text(text.replace('kind = "hive"', glue_lines.rstrip("\n"), 1))
+    source = add_source(config, "shop", write_key="wk_shop")
+    settings = load_settings(config, environ={})
+    received = parse_timestamp("2026-11-22T07:30:00Z")
+    messages = [
+        {
+            "type": "track",
+            "userId": "u1",
+            "event": "Order Completed",
+            "messageId": "o1",
+            "properties": {"revenue": 9.5},
+        },
+        {"type": "identify", "userId": "u1", "messageId": "i1", "traits": {"plan": "pro"}},
+    ]
+    write_archive(settings.lake.root, source["id"], messages, received)
+
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "eventlake"), "--config", str(config), "sync", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=clean_env(**AWS_ENV),
+    )
+    assert result.returncode == 0, result.stderr
+    assert {row["table"]: row["rows"] for row in json.loads(result.stdout)} == {
+        "shop.identify": 1,
+        "shop.track_order_completed": 1,
+    }
+    glue = boto3.client("glue", region_name="us-east-1", endpoint_url=glue_settings.endpoint_url)
+    tables = {t["Name"]: t for t in glue.get_tables(DatabaseName="shop")["TableList"]}
+    assert {"identify", "track_order_completed"} <= set(tables)
+    columns = [c["Name"] for c in tables["track_order_completed"]["StorageDescriptor"]["Columns"]]
+    assert {"message_id", "user_id", "properties_revenue", "received_at"} <= set(columns)
+    partitions = glue.get_partitions(DatabaseName="shop", TableName="identify")["Partitions"]
+    assert [p["Values"] for p in partitions] == [["2026-11-22", "07"]]
+    location = partitions[0]["StorageDescriptor"]["Location"]
+    assert list(Path(location).glob("*.parquet")), f"no Parquet files at {location}"
+    assert layout.schema_file(settings.lake.root, "shop", "identify").exists()

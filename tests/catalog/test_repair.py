@@ -1,0 +1,262 @@
+"""`eventlake catalog repair`: the catalog rebuilt from schema files and partition folders.
+
+Fast tier: partition discovery and the repair steps against an in-memory catalog. Spark tier: a
+real sync, its database dropped from the real metastore, repaired, and the same rows back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+import pytest
+
+from eventlake import layout
+from eventlake.catalog import base
+from eventlake.catalog.base import Catalog, Column, TableSpec
+from eventlake.catalog.repair import partitions_on_disk, read_schema_files, repair_catalog, repair_table
+from eventlake.config import CatalogSettings, LakeSettings, Settings, SourceSettings
+from eventlake.config.settings import Secret
+from eventlake.errors import UsageError
+from eventlake.query import run_query
+from eventlake.sync import run_sync
+
+COLUMNS = (("message_id", "string"), ("properties_revenue", "decimal(38,6)"))
+
+
+class MemoryCatalog(Catalog):
+    """Just enough catalog to watch what the repair does."""
+
+    def __init__(self) -> None:
+        self.databases: set[str] = set()
+        self.tables: dict[tuple[str, str], TableSpec] = {}
+        self.parts: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+
+    def ensure_database(self, name: str) -> None:
+        self.databases.add(name)
+
+    def table_columns(self, database: str, table: str) -> tuple[Column, ...] | None:
+        spec = self.tables.get((database, table))
+        return None if spec is None else spec.columns
+
+    def list_tables(self, database: str) -> list[str]:
+        return sorted(t for d, t in self.tables if d == database)
+
+    def create_table(self, spec: TableSpec) -> None:
+        assert spec.database in self.databases
+        self.tables.setdefault((spec.database, spec.name), spec)
+        self.parts.setdefault((spec.database, spec.name), set())
+
+    def add_columns(self, database: str, table: str, columns: Sequence[Column]) -> None:
+        spec = self.tables[(database, table)]
+        self.tables[(database, table)] = dataclasses.replace(spec, columns=(*spec.columns, *columns))
+
+    def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+        self.parts[(spec.database, spec.name)].update(partitions)
+
+    def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
+        return sorted(self.parts.get((database, table), ()))
+
+    def drop_table(self, database: str, table: str) -> None:
+        self.tables.pop((database, table), None)
+
+    def drop_database(self, database: str) -> None:
+        self.databases.discard(database)
+
+
+def touch(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+
+
+def schema_file(lake: Path, spec: TableSpec) -> None:
+    path = layout.schema_file(lake, spec.database, spec.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "database": spec.database,
+        "table": spec.name,
+        "columns": [{"name": n, "type": t} for n, t in spec.columns],
+        "partition_keys": list(spec.partition_keys),
+        "location": spec.location,
+    }
+    path.write_bytes(orjson.dumps(doc))
+
+
+def test_partitions_on_disk_are_folders_holding_data_files(tmp_path: Path) -> None:
+    table = tmp_path / "segment_type=page"
+    touch(table / "day=2026-11-20" / "hr=07" / "part-0.parquet")
+    touch(table / "day=2026-11-20" / "hr=07" / "part-1.parquet")
+    touch(table / "day=2026-11-20" / "hr=08" / "part-0.parquet")
+    touch(table / "day=2026-11-21" / "hr=00" / "_SUCCESS")  # no data file
+    touch(table / "day=2026-11-21" / "hr=01" / ".part-0.parquet")  # hidden
+    touch(table / "day=2026-11-21" / "x=01" / "part-0.parquet")  # not a partition of this table
+    touch(table / "day=2026-11-22" / "part-0.parquet")  # too shallow
+    spec = TableSpec("web", "page", COLUMNS, ("day", "hr"), str(table))
+    assert partitions_on_disk(spec) == [("2026-11-20", "07"), ("2026-11-20", "08")]
+    assert partitions_on_disk(dataclasses.replace(spec, location=str(tmp_path / "gone"))) == []
+
+
+def test_partitions_of_a_table_with_its_own_folder_layout(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    touch(reports / "day=2026-11-20" / "source=s1" / "run_id=r1" / "report.json")
+    touch(reports / "day=2026-11-21" / "source=s2" / "run_id=r2" / "report.json")
+    touch(reports / "day=2026-11-21" / "source=s2" / "run_id=r3" / ".report.json.tmp")
+    spec = TableSpec(
+        "__segment_datalake",
+        "sync_reports",
+        (("status", "string"),),
+        ("source_id", "day", "run_id"),
+        str(reports),
+        format="json",
+        partition_path="day={day}/source={source_id}/run_id={run_id}",
+    )
+    assert partitions_on_disk(spec) == [("s1", "2026-11-20", "r1"), ("s2", "2026-11-21", "r2")]
+
+
+def test_repair_table_creates_then_keeps_and_completes(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    touch(table / "day=2026-11-20" / "hr=07" / "part-0.parquet")
+    spec = TableSpec("web", "track_x", (*COLUMNS, ("properties_plan", "string")), ("day", "hr"), str(table))
+    catalog = MemoryCatalog()
+    first = repair_table(catalog, spec)
+    assert first.created and first.partitions == 1 and first.columns_added == ()
+    assert catalog.table_columns("web", "track_x") == spec.columns
+    assert catalog.partitions("web", "track_x") == [("2026-11-20", "07")]
+    again = repair_table(catalog, spec)
+    assert not again.created and again.columns_added == () and again.notice == ""
+
+    # a catalog that lags behind the schema file gets the missing columns appended
+    catalog.tables[("web", "track_x")] = dataclasses.replace(spec, columns=COLUMNS[:1])
+    completed = repair_table(catalog, spec)
+    assert completed.columns_added == spec.columns[1:]
+    assert catalog.table_columns("web", "track_x") == spec.columns
+    # a type the user changed in the catalog is reported, never changed back
+    catalog.tables[("web", "track_x")] = dataclasses.replace(
+        spec, columns=(COLUMNS[0], ("properties_revenue", "string"), spec.columns[2])
+    )
+    assert "properties_revenue string (schema file: decimal(38,6))" in repair_table(catalog, spec).notice
+
+
+def test_repair_catalog_from_schema_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lake = tmp_path / "lake"
+    specs = []
+    for database, source_id, table in [
+        ("web", "S1", "page"),
+        ("web", "S1", "identify"),
+        ("ios", "S2", "screen"),
+    ]:
+        location = layout.table_dir(lake, source_id, table)
+        touch(location / "day=2026-11-20" / "hr=07" / "part-0.parquet")
+        specs.append(TableSpec(database, table, COLUMNS, ("day", "hr"), str(location)))
+        schema_file(lake, specs[-1])
+    catalog = MemoryCatalog()
+    monkeypatch.setitem(base.CATALOG_LOADERS, "memory", lambda settings, session: catalog)
+    sources = tuple(
+        SourceSettings(slug, sid, Secret(f"wk_{slug}"), slug) for slug, sid in [("web", "S1"), ("ios", "S2")]
+    )
+    settings = Settings(
+        path=None,
+        lake=LakeSettings(root=lake, state_dir=tmp_path / "state"),
+        catalog=CatalogSettings(kind="memory"),
+        sources=sources,
+    )
+    assert [s.qualified for s in read_schema_files(lake)] == ["ios.screen", "web.identify", "web.page"]
+
+    only_web = repair_catalog(settings, ["web"], say=lambda line: None)
+    assert [(t.database, t.table, t.created) for t in only_web.tables] == [
+        ("web", "identify", True),
+        ("web", "page", True),
+    ]
+    assert catalog.databases == {"web"}
+
+    everything = repair_catalog(settings, say=lambda line: None)
+    assert [(t.table, t.created) for t in everything.tables] == [
+        ("screen", True),
+        ("identify", False),
+        ("page", False),
+    ]
+    assert everything.partitions == 3
+    assert catalog.partitions("ios", "screen") == [("2026-11-20", "07")]
+
+    empty = dataclasses.replace(settings, lake=LakeSettings(root=tmp_path / "empty", state_dir=tmp_path))
+    with pytest.raises(UsageError, match="no schema files"):
+        repair_catalog(empty, say=lambda line: None)
+
+
+def test_cli_repair_needs_schema_files(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from eventlake.cli import cli
+
+    config = tmp_path / "eventlake.toml"
+    config.write_text('[lake]\nroot = "lake"\n')
+    result = CliRunner().invoke(cli, ["--config", str(config), "catalog", "repair"])
+    assert result.exit_code == 2
+    assert "no schema files" in result.output and result.output.count("\n") == 1
+
+
+@pytest.mark.spark
+def test_a_lost_metastore_is_rebuilt_and_queries_return_the_same_rows(lake, spark) -> None:
+    from eventlake.timestamps import parse_timestamp
+
+    def track(message_id: str, revenue: float, **extra: object) -> dict:
+        properties = {"revenue": revenue, **extra}
+        return {
+            "type": "track",
+            "userId": "u1",
+            "event": "Order Completed",
+            "messageId": message_id,
+            "properties": properties,
+        }
+
+    say = lambda line: None  # noqa: E731
+    lake.archive([track("m1", 19.99), track("m2", 5)], received_at=parse_timestamp("2026-11-20T07:30:00Z"))
+    lake.archive([{"type": "identify", "userId": "u1", "messageId": "m3", "traits": {"plan": "pro"}}])
+    run_sync(lake.settings, [lake.slug], spark=spark, say=say)
+    lake.archive([track("m4", 1.5, coupon="X")], received_at=parse_timestamp("2026-11-21T00:05:00Z"))
+    run_sync(lake.settings, [lake.slug], spark=spark, say=say)
+
+    db = lake.source.database
+    queries = [
+        f"SELECT * FROM {db}.track_order_completed ORDER BY message_id",
+        f"SELECT * FROM {db}.identify",
+        f"SELECT day, hr, count(*) AS n FROM {db}.track_order_completed GROUP BY day, hr ORDER BY day, hr",
+    ]
+    before = [run_query(lake.settings, q, "spark", spark=spark) for q in queries]
+    assert len(before[0].rows) == 3 and before[0].columns[-2:] == ("day", "hr")
+
+    spark.sql(f"DROP DATABASE {db} CASCADE")  # the metastore lost them; the files stay
+    assert not spark.catalog.databaseExists(db)
+    result = repair_catalog(lake.settings, [lake.slug], spark=spark, say=say)
+    assert {t.table: (t.created, t.partitions) for t in result.tables} == {
+        "identify": (True, 1),
+        "track_order_completed": (True, 2),
+    }
+    assert [run_query(lake.settings, q, "spark", spark=spark) for q in queries] == before
+    again = repair_catalog(lake.settings, [lake.slug], spark=spark, say=say)
+    assert not any(t.created or t.columns_added for t in again.tables)
+
+
+def test_a_copied_or_moved_lake_is_read_where_it_is_now(tmp_path: Path) -> None:
+    import shutil
+
+    original = tmp_path / "a" / "lake"
+    location = layout.table_dir(original, "S1", "page")
+    touch(location / "day=2026-11-20" / "hr=07" / "part-0.parquet")
+    schema_file(original, TableSpec("web", "page", COLUMNS, ("day", "hr"), str(location)))
+    copy = tmp_path / "b" / "lake"
+    shutil.copytree(original, copy)
+    [spec] = read_schema_files(copy)
+    assert spec.location == str(layout.table_dir(copy, "S1", "page"))
+    shutil.rmtree(copy / layout.DATA / "data")  # not there: the recorded location stands
+    assert read_schema_files(copy)[0].location == str(location)
+
+
+def test_doctests() -> None:
+    import doctest
+
+    from eventlake.catalog import repair
+
+    assert doctest.testmod(repair).failed == 0

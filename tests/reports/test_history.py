@@ -1,0 +1,52 @@
+"""Sync history and health from report files (no Spark: the files are what the sync writes)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from eventlake.config import add_source, load_settings, write_initial_config
+from eventlake.reports import daily_health, run_history
+from eventlake.sync.report import SyncResult, TableResult, report_path, report_rows, write_report_rows
+from eventlake.timestamps import now_utc
+
+
+def write_run(settings, slug, start, status="Success", rows=3, error=""):
+    source = settings.source(slug)
+    table = TableResult(source.database, "identify", rows, True, (("user_id", "string"),), ({"day": "d"},))
+    result = SyncResult(
+        slug, source.id, f"run-{start:%Y%m%d%H%M%S}-{slug}", status, start, start + timedelta(seconds=90),
+        tables=() if status == "Failed" else (table,), duplicates_dropped=1, rejected_values=2, error=error,
+    )  # fmt: skip
+    write_report_rows(report_path(result, settings.lake.root), report_rows(result, settings.lake.root))
+    return result
+
+
+def test_history_and_health(tmp_path):
+    config = write_initial_config(tmp_path / "p")
+    add_source(config, "web")
+    add_source(config, "app")
+    settings = load_settings(config, environ={})
+    now = now_utc()
+    write_run(settings, "web", now - timedelta(days=40))  # outside the 30-day health window
+    write_run(settings, "web", now - timedelta(days=1))
+    write_run(settings, "web", now - timedelta(hours=1))
+    write_run(settings, "app", now - timedelta(minutes=5), status="Failed", error="OSError: disk full")
+
+    history = run_history(settings)
+    assert [(r["source"], r["status"]) for r in history] == [
+        ("app", "Failed"),
+        ("web", "Success"),
+        ("web", "Success"),
+        ("web", "Success"),
+    ]
+    assert history[0]["error"] == "OSError: disk full"
+    assert history[1]["rows"] == 3 and history[1]["new_columns"] == 1 and history[1]["duration_s"] == 90.0
+    assert [r["source"] for r in run_history(settings, "web", limit=2)] == ["web", "web"]
+
+    health = daily_health(settings)
+    today, yesterday = now.strftime("%Y-%m-%d"), (now - timedelta(days=1)).strftime("%Y-%m-%d")
+    by_key = {(h["day"], h["source"]): h for h in health}
+    assert len(health) == 3
+    assert by_key[(yesterday, "web")]["rows"] == 3
+    assert by_key[(today, "app")]["failed_runs"] == 1 and by_key[(today, "app")]["rows"] == 0
+    assert by_key[(today, "web")]["rejected"] == 2 and by_key[(today, "web")]["duplicates_dropped"] == 1

@@ -1,0 +1,102 @@
+"""`eventlake up` on the default embedded Derby: while it runs, a second `eventlake sync`,
+`eventlake sql` and `eventlake reports` from other processes work (through the project's metastore
+service that `up` starts), and stopping `up` stops the service too."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from eventlake.catalog.metastore import running_service, service_file
+from tests.collect.harness import EVENTLAKE, clean_environment, free_port, make_project
+
+pytestmark = pytest.mark.integration
+WAITING = "waiting for another eventlake process"
+
+
+def eventlake(config: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(EVENTLAKE), "--config", str(config), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def finish(process: subprocess.Popen[str]) -> tuple[str, str]:
+    out, err = process.communicate(timeout=600)
+    assert process.returncode == 0, err
+    assert WAITING not in err and "XSDB6" not in err, err
+    return out, err
+
+
+def wait_for(check, what: str, up: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert up.poll() is None, f"up exited: {log.read_text()}"
+        assert time.monotonic() < deadline, f"{what} after {timeout} s: {log.read_text()}"
+        time.sleep(0.2)
+
+
+def test_sql_reports_and_a_second_sync_work_while_up_runs(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "mylake")
+    state = project.spool.parent
+    port = free_port()
+    env = clean_environment(seal_max_age_seconds=0.5)
+    env["EVENTLAKE__SYNC__INTERVAL_SECONDS"] = "3600"  # one scheduled sync, at start
+    log_path = tmp_path / "up.log"
+    with open(log_path, "wb") as log:
+        up = subprocess.Popen(
+            [str(EVENTLAKE), "--config", str(project.config), "up", "--port", str(port)], env=env, stderr=log
+        )
+    try:
+        wait_for(lambda: _healthy(port), "collector not healthy", up, log_path)
+        response = httpx.post(
+            f"http://127.0.0.1:{port}/v1/track",
+            auth=(project.write_key, ""),
+            json={"userId": "u1", "event": "Signed Up", "messageId": "c1"},
+        )
+        assert response.status_code == 200
+        project.wait_for_archive({"c1"})
+        wait_for(lambda: running_service(state) is not None, "no metastore service", up, log_path)
+
+        # up's own first sync starts now; a second sync and the reports run beside it
+        sync = eventlake(project.config, "sync", "--format", "json", env=env)
+        reports = eventlake(project.config, "reports", "--format", "json", env=env)
+        _, sync_log = finish(sync)
+        assert "using the project's metastore service" in sync_log
+        finish(reports)
+
+        out, sql_log = finish(
+            eventlake(
+                project.config,
+                "sql",
+                "--format",
+                "json",
+                "SELECT message_id FROM web.track_signed_up",
+                env=env,
+            )
+        )
+        assert json.loads(out) == [{"message_id": "c1"}]
+        assert "using the project's metastore service" in sql_log
+        assert up.poll() is None
+    finally:
+        up.send_signal(signal.SIGTERM)
+        code = up.wait(timeout=60)
+    assert code == 0, log_path.read_text()
+    assert not service_file(state).exists()
+    assert running_service(state) is None
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
