@@ -32,7 +32,7 @@ _file_numbers = itertools.count(1)
 @pytest.fixture(scope="session")
 def spark_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The state dir (embedded metastore) of the shared Spark session."""
-    return tmp_path_factory.mktemp("spark-state")
+    return tmp_path_factory.mktemp("spark state")  # a space: paths must survive spark-submit
 
 
 @pytest.fixture(scope="session")

@@ -122,6 +122,11 @@ def state_dir(lake: Path, kind: str, source_id: str) -> Path:
     return lake / DATA / "_state" / kind / source_id
 
 
+def sync_lock_file(lake: Path, source_id: str) -> Path:
+    """Held by the sync of a source: beside the state it protects, so it holds across state dirs."""
+    return lake / DATA / "_state" / "locks" / f"sync-{source_id}.lock"
+
+
 def schema_file(lake: Path, database: str, table: str) -> Path:
     return lake / DATA / "_state" / "schemas" / database / f"{table}.json"
 

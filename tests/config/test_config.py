@@ -144,3 +144,22 @@ def test_every_setting_is_documented() -> None:
         if f"`{name}.{field.name}`" not in readme
     ]
     assert not missing, f"settings missing from the README's Configuration table: {missing}"
+
+
+def test_environment_text_settings_are_taken_as_written(config: Path) -> None:
+    environ = {
+        "EVENTLAKE__LAKE__ROOT": "/data/lake 2",
+        "EVENTLAKE__SPARK__MASTER": "'local[2]'",
+        "EVENTLAKE__COLLECTOR__SEAL_MAX_AGE_SECONDS": "2",
+        "EVENTLAKE__SPARK__CONF": '{"a.b" = 1}',
+    }
+    settings = load_settings(config, environ=environ)
+    assert settings.lake.root == Path("/data/lake 2") and settings.spark.master == "'local[2]'"
+    assert settings.collector.seal_max_age_seconds == 2.0 and dict(settings.spark.conf) == {"a.b": "1"}
+
+
+def test_a_secret_is_never_shown_in_an_error(config: Path) -> None:
+    config.write_text(config.read_text() + '\n[[sources]]\nslug = "web"\nid = "abc"\nwrite_key = 12345678\n')
+    with pytest.raises(ConfigError) as error:
+        load_settings(config, environ={})
+    assert "12345678" not in str(error.value) and "(hidden)" in str(error.value)

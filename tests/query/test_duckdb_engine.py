@@ -186,3 +186,11 @@ def test_cli_error_is_one_line(settings: Settings, tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--config", str(config), "sql", "--engine", "duckdb", "SELEC 1"])
     assert result.exit_code == 1
     assert result.output.startswith("error: query failed:") and result.output.count("\n") == 1
+
+
+def test_two_columns_with_one_name_are_refused_not_merged() -> None:
+    from eventlake.query.engine import QueryError, QueryResult
+
+    assert QueryResult.of(["a", "b"], [(1, 2)]).rows == ({"a": 1, "b": 2},)
+    with pytest.raises(QueryError, match="two columns named 'user_id'.*AS"):
+        QueryResult.of(["user_id", "user_id"], [("u1", "u2")])

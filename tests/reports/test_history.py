@@ -50,3 +50,32 @@ def test_history_and_health(tmp_path):
     assert by_key[(yesterday, "web")]["rows"] == 3
     assert by_key[(today, "app")]["failed_runs"] == 1 and by_key[(today, "app")]["rows"] == 0
     assert by_key[(today, "web")]["rejected"] == 2 and by_key[(today, "web")]["duplicates_dropped"] == 1
+
+
+def test_reports_command_renders_history_and_health(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from eventlake.cli import cli
+
+    config = write_initial_config(tmp_path / "p")
+    add_source(config, "web")
+    settings = load_settings(config, environ={})
+    write_run(settings, "web", now_utc() - timedelta(hours=2))
+    runner = CliRunner()
+    runs = json.loads(runner.invoke(cli, ["--config", str(config), "reports", "--format", "json"]).output)
+    assert [r["rows"] for r in runs] == [3]
+    result = runner.invoke(cli, ["--config", str(config), "reports", "--health", "--format", "json"])
+    assert [(h["source"], h["rows"], h["runs"]) for h in json.loads(result.output)] == [("web", 3, 1)]
+
+
+def test_an_unreadable_report_is_skipped_with_a_warning(tmp_path, capsys):
+    config = write_initial_config(tmp_path / "p")
+    add_source(config, "web")
+    settings = load_settings(config, environ={})
+    good = write_run(settings, "web", now_utc() - timedelta(hours=2))
+    broken = write_run(settings, "web", now_utc() - timedelta(hours=1))
+    report_path(broken, settings.lake.root).write_bytes(b'{"type": "source", "run_')
+    assert [r["run_id"] for r in run_history(settings)] == [good.run_id]
+    assert "skipping unreadable report" in capsys.readouterr().err

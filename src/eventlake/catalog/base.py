@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eventlake import layout
 from eventlake.errors import DependencyError
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class TableSpec:
         relative = (
             self.partition_path.format(**named)
             if self.partition_path
-            else "/".join(f"{k}={v}" for k, v in named.items())
+            else layout.partition_subdir(self.partition_keys, values)
         )
         return self.location.rstrip("/") + "/" + relative
 

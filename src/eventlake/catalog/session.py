@@ -47,9 +47,13 @@ def spark_conf(settings: Settings, app_name: str, access: MetastoreAccess | None
     """
     state = settings.lake.state_dir
     logs = layout.log_dir(state)
-    java_options = (
-        f"-Dderby.system.home={state} -Dderby.stream.error.file={logs / 'derby.log'} "
-        f"-Dlog4j2.configurationFile={log4j_config()}"
+    java_options = " ".join(
+        _java_property(name, value)
+        for name, value in (
+            ("derby.system.home", state),
+            ("derby.stream.error.file", logs / "derby.log"),
+            ("log4j2.configurationFile", log4j_config()),
+        )
     )
     conf = {
         "spark.master": settings.spark.master,
@@ -80,6 +84,14 @@ def spark_conf(settings: Settings, app_name: str, access: MetastoreAccess | None
         conf["spark.driver.extraClassPath"] = os.pathsep.join(classpath)
     conf.update(user_conf)
     return conf
+
+
+def _java_property(name: str, value: object) -> str:
+    """``-Dname=value`` quoted for spark-submit, which splits extraJavaOptions on white space."""
+    text = str(value)
+    if "'" not in text:
+        return f"'-D{name}={text}'"
+    return '"-D' + name + "=" + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def spark_session(settings: Settings, app_name: str = "eventlake", say: Callable[[str], None] = _say):

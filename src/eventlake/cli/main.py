@@ -197,7 +197,7 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> No
       eventlake sync --source web --format json
     """
     from eventlake.cli.render import render
-    from eventlake.sync import run_sync
+    from eventlake.sync import SKIPPED, SyncBusyError, run_sync
 
     results = run_sync(ctx.settings(), sources_, wait=not no_wait)
     rows = []
@@ -221,6 +221,12 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> No
     render(["source", "table", "rows", "new_columns", "status"], rows, fmt)
     if any(r.status == "Failed" for r in results):
         sys.exit(1)
+    busy = [r.source for r in results if r.status == SKIPPED]
+    if busy:
+        click.echo(
+            f"error: a sync of {', '.join(busy)} is already running (without --no-wait this waits)", err=True
+        )
+        sys.exit(SyncBusyError.exit_code)
 
 
 @cli.command()
@@ -260,22 +266,27 @@ def sql(ctx: Context, query: str, fmt: str, engine: str) -> None:
 @cli.command()
 @click.option("--source", help="Only this source's runs.")
 @click.option("--limit", default=100, show_default=True, help="How many runs to show.")
+@click.option("--health", is_flag=True, help="Synced rows per day for the last 30 days instead.")
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
 )
 @pass_context
 @handle_errors
-def reports(ctx: Context, source: str | None, limit: int, fmt: str) -> None:
-    """Show the last sync runs: status, rows, new columns, duration.
+def reports(ctx: Context, source: str | None, limit: int, health: bool, fmt: str) -> None:
+    """Show the last sync runs: status, rows, new columns, duration (or --health: rows per day).
 
     \b
-    Example:
+    Examples:
       eventlake reports --source web --limit 10
+      eventlake reports --health
     """
     from eventlake.cli.render import render
-    from eventlake.reports import RUN_COLUMNS, run_history
+    from eventlake.reports import HEALTH_COLUMNS, RUN_COLUMNS, daily_health, run_history
 
-    render(RUN_COLUMNS, run_history(ctx.settings(), source, limit), fmt)
+    if health:
+        render(HEALTH_COLUMNS, daily_health(ctx.settings(), source), fmt)
+    else:
+        render(RUN_COLUMNS, run_history(ctx.settings(), source, limit), fmt)
 
 
 @cli.command()

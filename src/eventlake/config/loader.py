@@ -197,7 +197,7 @@ def _sources(raw_sources: Any) -> tuple[SourceSettings, ...]:
         source = SourceSettings(
             slug=slug,
             id=_typed(f"{where}.id", item["id"], str),
-            write_key=Secret(_typed(f"{where}.write_key", item["write_key"], str)),
+            write_key=Secret(_typed(f"{where}.write_key", item["write_key"], str, secret=True)),
             database=_typed(f"{where}.database", item.get("database", slug), str),
             table_prefix=_typed(f"{where}.table_prefix", item.get("table_prefix", ""), str),
             date_partition=_typed(f"{where}.date_partition", item.get("date_partition", "day-hour"), str),
@@ -253,12 +253,14 @@ def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
     values: dict[str, Any] = {}
     for key, value in raw.items():
         default = specs[key].default
+        if isinstance(value, _EnvText) and not isinstance(default, (str, Secret)):
+            value = value.as_toml()
         if key == "conf":
             if not isinstance(value, dict):
                 raise ConfigError(f"{name}.conf", "must be a table of spark.* settings")
             values[key] = tuple((str(k), _conf_value(v)) for k, v in sorted(value.items()))
         elif isinstance(default, Secret):
-            values[key] = Secret(_typed(f"{name}.{key}", value, str))
+            values[key] = Secret(_typed(f"{name}.{key}", value, str, secret=True))
         elif isinstance(default, bool):
             values[key] = _typed(f"{name}.{key}", value, bool)
         elif isinstance(default, float):
@@ -274,11 +276,14 @@ def _conf_value(value: Any) -> str:
     return str(value)
 
 
-def _typed(setting: str, value: Any, expected: type | tuple[type, ...]) -> Any:
+def _typed(setting: str, value: Any, expected: type | tuple[type, ...], secret: bool = False) -> Any:
+    if isinstance(value, _EnvText):
+        value = str(value) if expected is str else value.as_toml()
     ok = isinstance(value, expected) and not (isinstance(value, bool) and expected in (int, (int, float)))
     if not ok:
         names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
-        raise ConfigError(setting, f"{value!r} is a {type(value).__name__}", f"expected a {names}")
+        shown = "(hidden)" if secret else repr(value)
+        raise ConfigError(setting, f"{shown} is a {type(value).__name__}", f"expected a {names}")
     return value
 
 
@@ -300,8 +305,19 @@ def _path(base: Path, value: str) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
+class _EnvText(str):
+    """A value from the environment: text for text settings, read as TOML for the others."""
+
+    def as_toml(self) -> Any:
+        try:
+            return tomllib.loads(f"v = {self}")["v"]
+        except tomllib.TOMLDecodeError:
+            return str(self)
+
+
 def _apply_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
-    """``EVENTLAKE__SECTION__KEY=value`` overrides ``[section] key``; values are read as TOML."""
+    """``EVENTLAKE__SECTION__KEY=value`` overrides ``[section] key``: taken as it is for text
+    settings (paths, passwords), read as TOML for numbers, booleans and tables."""
     for name, text in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
@@ -309,10 +325,7 @@ def _apply_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
         if len(parts) != 2 or not all(parts):
             raise ConfigError(name, "environment overrides look like EVENTLAKE__SECTION__KEY")
         section, key = parts
-        try:
-            value = tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = text
+        value = _EnvText(text)
         table = raw.setdefault(section, {})
         if not isinstance(table, dict):
             raise ConfigError(name, f"[{section}] is not a table")

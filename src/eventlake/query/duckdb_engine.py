@@ -21,7 +21,7 @@ from eventlake.catalog.base import TableSpec
 from eventlake.catalog.repair import read_schema_files
 from eventlake.config import Settings
 from eventlake.query.dialect import spark_to_duckdb
-from eventlake.query.engine import QueryError, QueryResult, as_utc, first_line
+from eventlake.query.engine import QueryError, QueryResult, first_line
 
 # eventlake's column types (eventlake.schema.types) and a few more Spark names, as DuckDB types
 _TYPES = {
@@ -124,8 +124,7 @@ def run_duckdb(settings: Settings, sql: str) -> QueryResult:
         if cursor.description is None:
             return QueryResult((), ())
         columns = tuple(d[0] for d in cursor.description)
-        rows = tuple(dict(zip(columns, map(as_utc, row), strict=True)) for row in cursor.fetchall())
-        return QueryResult(columns, rows)
+        return QueryResult.of(columns, cursor.fetchall())
     except duckdb.Error as exc:
         hint = ""
         if isinstance(exc, duckdb.CatalogException) and not read_schema_files(settings.lake.root):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -20,6 +20,17 @@ class QueryError(EventLakeError):
 class QueryResult:
     columns: tuple[str, ...]
     rows: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def of(cls, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> QueryResult:
+        """Rows as objects keyed by column; a name that appears twice would lose a value, so refuse it."""
+        seen: set[str] = set()
+        for name in columns:
+            if name in seen:
+                raise QueryError(f"the result has two columns named {name!r}: name them apart with AS")
+            seen.add(name)
+        names = tuple(columns)
+        return cls(names, tuple(dict(zip(names, map(as_utc, row), strict=True)) for row in rows))
 
 
 def first_line(exc: BaseException) -> str:
@@ -51,8 +62,7 @@ def _spark(settings: Settings, sql: str, spark: Any = None) -> QueryResult:
     try:
         frame = spark.sql(sql)
         columns = tuple(frame.columns)
-        rows = tuple(dict(zip(columns, map(as_utc, row), strict=True)) for row in frame.toLocalIterator())
-        return QueryResult(columns, rows)
+        return QueryResult.of(columns, frame.toLocalIterator())
     except PySparkException as exc:
         raise QueryError(f"query failed: {first_line(exc)}") from None
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -47,7 +48,11 @@ def _runs(settings: Settings, source: str | None) -> Iterator[tuple[dict[str, An
     """Each run's ``source`` row and its ``event`` rows, from the report files."""
     wanted = settings.source(source).id if source else None
     for path in layout.reports_root(settings.lake.root).glob("day=*/source=*/run_id=*/" + layout.REPORT_FILE):
-        rows = _read(path)
+        try:
+            rows = _read(path)
+        except (OSError, orjson.JSONDecodeError) as exc:
+            print(f"warning: skipping unreadable report {path}: {exc}", file=sys.stderr)
+            continue
         head = next((r for r in rows if r["type"] == "source"), None)
         if head is not None and (wanted is None or head["source_id"] == wanted):
             yield head, rows

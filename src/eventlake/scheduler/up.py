@@ -62,8 +62,11 @@ class SyncScheduler:
                 if self._stop.is_set():
                     return
                 print("scheduler: starting a sync", file=sys.stderr, flush=True)
-                self._child = subprocess.Popen(self._command(), start_new_session=True)
-            code = self._child.wait()
+                child = self._child = subprocess.Popen(self._command(), start_new_session=True)
+            code = child.wait()
+            with self._lock:
+                _signal_group(child, signal.SIGKILL)  # anything the sync left behind in its group
+                self._child = None  # reaped: its pid may be reused, never signal it again
             self.runs += 1
             print(f"scheduler: sync finished (exit {code})", file=sys.stderr, flush=True)
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
@@ -73,16 +76,14 @@ class SyncScheduler:
         with self._lock:
             self._stop.set()
             child = self._child
-        if child is not None and child.poll() is None:
+        if child is not None:
             print("scheduler: stopping the running sync", file=sys.stderr, flush=True)
             _signal_group(child, signal.SIGTERM)
             try:
                 child.wait(STOP_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
-                _signal_group(child, signal.SIGKILL)
-                child.wait()
-        if child is not None:
-            _signal_group(child, signal.SIGKILL)  # anything the sync left behind in its group
+                pass
+            _signal_group(child, signal.SIGKILL)  # the sync and anything it started
         self._thread.join(STOP_GRACE_SECONDS)
         self.metastore.close()
 

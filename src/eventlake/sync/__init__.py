@@ -18,6 +18,9 @@ def _say(line: str) -> None:
     print(f"[{time.monotonic() - _STARTED:6.1f}s] {line}", file=sys.stderr, flush=True)
 
 
+SKIPPED = "Skipped: already running"
+
+
 def run_sync(
     settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, say=_say
 ) -> list[SyncResult]:
@@ -41,19 +44,22 @@ def run_sync(
     try:
         catalog = load_catalog(settings, spark)
         for source in sources:
-            with source_lock(settings.lake.state_dir, source.slug, source.id, wait, say):
-                try:
+            try:
+                with source_lock(settings.lake.root, source.slug, source.id, wait, say):
                     results.append(SourceSync(spark, catalog, settings, source, say).run())
-                except Exception as exc:  # reported by the job; go on with the next source
-                    say(f"{source.slug}: sync failed: {type(exc).__name__}: {exc}")
-                    results.append(_failed(source.slug, source.id, exc))
+            except SyncBusyError as exc:  # --no-wait: leave it to the running sync
+                say(f"{source.slug}: {exc}")
+                results.append(_failed(source.slug, source.id, exc, status=SKIPPED))
+            except Exception as exc:  # reported by the job; go on with the next source
+                say(f"{source.slug}: sync failed: {type(exc).__name__}: {exc}")
+                results.append(_failed(source.slug, source.id, exc))
     finally:
         if own:
             spark.stop()
     return results
 
 
-def _failed(slug: str, source_id: str, exc: Exception) -> SyncResult:
+def _failed(slug: str, source_id: str, exc: Exception, status: str = "Failed") -> SyncResult:
     from eventlake.timestamps import now_utc
 
     now = now_utc()
@@ -61,7 +67,7 @@ def _failed(slug: str, source_id: str, exc: Exception) -> SyncResult:
         slug,
         source_id,
         "",
-        "Failed",
+        status,
         now,
         now,
         error=f"{type(exc).__name__}: {exc}"[:500],
@@ -69,4 +75,4 @@ def _failed(slug: str, source_id: str, exc: Exception) -> SyncResult:
     )
 
 
-__all__ = ["SyncBusyError", "SyncResult", "TableResult", "run_sync"]
+__all__ = ["SKIPPED", "SyncBusyError", "SyncResult", "TableResult", "run_sync"]

@@ -19,7 +19,7 @@ from eventlake import layout
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.errors import EventLakeError
 from eventlake.sync.report import write_report_rows
-from eventlake.sync.state import SyncState, write_json_atomic
+from eventlake.sync.state import SyncState, fsync_dir, write_json_atomic
 
 
 def table_entry(
@@ -72,8 +72,10 @@ def schema_document(spec: TableSpec) -> dict[str, Any]:
 
 def apply_manifest(manifest: dict[str, Any], catalog: Catalog, state: SyncState) -> None:
     """Publish a run. Safe to call again after a crash at any point."""
+    folders: set[Path] = set()
     for source, target in manifest["moves"]:
         src, dst = Path(source), Path(target)
+        folders.add(dst.parent)
         if src.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
@@ -95,6 +97,8 @@ def apply_manifest(manifest: dict[str, Any], catalog: Catalog, state: SyncState)
         catalog.add_partitions(spec, [tuple(p) for p in entry["partitions"]])
         if entry["schema_file"]:
             write_json_atomic(Path(entry["schema_file"]), schema_document(spec))
+    for folder in folders:  # the renames are durable before the ledger says the files are in
+        fsync_dir(folder)
     state.record_synced(manifest["run_id"], manifest["files"])
     state.drop_pending(manifest["run_id"])
     shutil.rmtree(manifest["stage"], ignore_errors=True)

@@ -19,9 +19,9 @@ class SyncBusyError(EventLakeError):
 
 @contextmanager
 def source_lock(
-    state_dir: Path, source_slug: str, source_id: str, wait: bool, say: Callable[[str], None]
+    lake: Path, source_slug: str, source_id: str, wait: bool, say: Callable[[str], None]
 ) -> Iterator[None]:
-    path = layout.lock_file(state_dir, f"sync-{source_id}")
+    path = layout.sync_lock_file(lake, source_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -170,8 +171,11 @@ def report_path(result: SyncResult, lake: Path) -> Path:
 
 
 def write_report_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    """The report file: one JSON object per line (atomic)."""
+    """The report file: one JSON object per line (atomic, durable)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    with open(tmp, "wb") as handle:
+        handle.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+        handle.flush()
+        os.fsync(handle.fileno())
     tmp.replace(path)

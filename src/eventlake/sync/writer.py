@@ -10,6 +10,7 @@ column (quarantine). It yields one small record per file written, which the driv
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from eventlake import layout
 from eventlake.schema import cast_value
 from eventlake.schema.arrow import arrow_schema
 from eventlake.sync.transform import dumps, loads
@@ -92,8 +94,12 @@ def _table(columns: Sequence[list[Any]], schema: pa.Schema) -> pa.Table:
 
 
 def _write(path: Path, table: pa.Table) -> None:
+    """A Parquet file, on disk (fsync) before the driver can publish it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path, compression="snappy")
+    with open(path, "wb") as handle:
+        pq.write_table(table, handle, compression="snappy")
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def write_partition(
@@ -131,8 +137,7 @@ def write_partition(
             ids.append(message_id)
             received.append(received_at)
             count += 1
-        folder = "/".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
-        path = root / "tables" / segment_type / folder / name
+        path = root / "tables" / segment_type / layout.partition_subdir(tuple(keys), values) / name
         _write(path, _table(data, arrow_schema(columns)))
         yield segment_type, values, count, str(path)
     if ids:
