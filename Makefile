@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 
 .PHONY: demo test lint unit setup java chromium node-deps db-servers clean
 
-demo: setup
+demo: java $(INSTALLED)  ## the demo needs only Java and the Python packages
 	$(BIN)/python scripts/demo.py
 
 test: setup lint

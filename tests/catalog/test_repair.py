@@ -53,6 +53,11 @@ class MemoryCatalog(Catalog):
         spec = self.tables[(database, table)]
         self.tables[(database, table)] = dataclasses.replace(spec, columns=(*spec.columns, *columns))
 
+    def set_column_type(self, database: str, table: str, column: str, kind: str) -> None:
+        spec = self.tables[(database, table)]
+        columns = tuple((name, kind if name == column else old) for name, old in spec.columns)
+        self.tables[(database, table)] = dataclasses.replace(spec, columns=columns)
+
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         self.parts[(spec.database, spec.name)].update(partitions)
 

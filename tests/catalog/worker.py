@@ -113,6 +113,9 @@ class RemoteCatalog(Catalog):
     def add_columns(self, database: str, table: str, columns: Sequence[Column]) -> None:
         self.call("add_columns", database, table, list(columns))
 
+    def set_column_type(self, database: str, table: str, column: str, kind: str) -> None:
+        self.call("set_column_type", database, table, column, kind)
+
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         self.call("add_partitions", spec, list(partitions))
 

@@ -66,6 +66,10 @@ class Catalog(ABC):
         """Append columns at the end of the table's schema."""
 
     @abstractmethod
+    def set_column_type(self, database: str, table: str, column: str, kind: str) -> None:
+        """Change one column's type (``eventlake schema set-type``); the others stay as they are."""
+
+    @abstractmethod
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """Register partitions (values in ``spec.partition_keys`` order); existing ones are kept."""
 

@@ -201,6 +201,28 @@ class GlueCatalog(Catalog):
                 return
         raise GlueError(f"cannot add columns to {database}.{table}: it keeps changing concurrently")
 
+    def set_column_type(self, database: str, table: str, column: str, kind: str) -> None:
+        for _ in range(UPDATE_ATTEMPTS):
+            found = self._get_table(database, table)
+            if found is None:
+                raise GlueError(f"cannot change a column of {database}.{table}: no such table")
+            table_input = {k: copy.deepcopy(found[k]) for k in TABLE_INPUT_FIELDS if k in found}
+            for entry in table_input["StorageDescriptor"].get("Columns", []):
+                if entry["Name"] == column:
+                    entry["Type"] = kind
+            params: dict[str, Any] = {"DatabaseName": database, "TableInput": table_input}
+            if found.get("VersionId"):
+                params["VersionId"] = found["VersionId"]
+            answer = self._call(
+                "update_table",
+                f"changing {column} of {database}.{table}",
+                ignore=("ConcurrentModificationException",),
+                **params,
+            )
+            if answer is not None:
+                return
+        raise GlueError(f"cannot change {column} of {database}.{table}: it keeps changing concurrently")
+
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         unique = sorted(set(partitions))
         for start in range(0, len(unique), PARTITION_BATCH):

@@ -75,6 +75,17 @@ class HiveCatalog(Catalog):
                 f"ALTER TABLE {_ident(database)}.{_ident(table)} ADD COLUMNS ({_columns_ddl(columns)})"
             )
 
+    def set_column_type(self, database: str, table: str, column: str, kind: str) -> None:
+        # ALTER TABLE ... CHANGE COLUMN refuses type changes: set the data schema through the catalog
+        columns = self.table_columns(database, table) or ()
+        changed = [(name, kind if name == column else old) for name, old in columns]
+        ddl = ", ".join(f"{_ident(name)} {k}" for name, k in changed)
+        jvm = self.spark.sparkContext._jvm
+        schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl)
+        external = self.spark._jsparkSession.sharedState().externalCatalog()
+        external.alterTableDataSchema(database, table, schema)
+        self.spark.catalog.refreshTable(f"{_ident(database)}.{_ident(table)}")
+
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         unique = sorted(set(partitions))
         for start in range(0, len(unique), _PARTITION_BATCH):

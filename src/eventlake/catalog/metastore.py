@@ -189,6 +189,8 @@ def jdbc_properties(catalog: CatalogSettings) -> dict[str, str]:
         "javax.jdo.option.ConnectionUserName": catalog.user,
         "javax.jdo.option.ConnectionPassword": catalog.password.reveal(),
         "hive.metastore.schema.verification": "false",
+        # `eventlake schema set-type` changes a type on purpose and rewrites the files itself
+        "hive.metastore.disallow.incompatible.col.type.changes": "false",
         "datanucleus.schema.autoCreateAll": "false",  # SchemaTool creates it (see ensure_schema)
         "datanucleus.identifierFactory": "datanucleus1",
         "datanucleus.rdbms.useLegacyNativeValueStrategy": "true",
@@ -201,6 +203,7 @@ def derby_properties(state: Path) -> dict[str, str]:
             f"jdbc:derby:;databaseName={layout.metastore_dir(state)};create=true"
         ),
         "hive.metastore.schema.verification": "false",
+        "hive.metastore.disallow.incompatible.col.type.changes": "false",  # see jdbc_properties
         "datanucleus.schema.autoCreateAll": "true",
     }
 

@@ -68,6 +68,9 @@ def spark_conf(settings: Settings, app_name: str, access: MetastoreAccess | None
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.sql.shuffle.partitions": "4",
+        # the sync's Python passes exchange Arrow batches: small ones keep the heap flat
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "2000",
+        "spark.sql.inMemoryColumnarStorage.batchSize": "2000",
         # partition values are strings ("hr=07"), never inferred as numbers
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     }

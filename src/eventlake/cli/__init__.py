@@ -6,6 +6,7 @@ imported here.
 
 from eventlake.cli import catalog as _catalog  # noqa: F401  (registers `eventlake catalog`)
 from eventlake.cli import metastore as _metastore  # noqa: F401  (registers `eventlake metastore`)
+from eventlake.cli import schema as _schema  # noqa: F401  (registers `eventlake schema`)
 from eventlake.cli import suppress as _suppress  # noqa: F401  (registers `eventlake suppress`)
 from eventlake.cli import thrift as _thrift  # noqa: F401  (registers `eventlake thrift`)
 from eventlake.cli.main import cli, main

@@ -60,7 +60,7 @@ class CatalogSettings:
 @dataclass(frozen=True)
 class SparkSettings:
     master: str = "local[*]"
-    driver_memory: str = "1g"
+    driver_memory: str = "2g"
     conf: tuple[tuple[str, str], ...] = ()  # extra spark.* settings, applied last
 
 

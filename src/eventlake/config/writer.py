@@ -27,7 +27,7 @@ kind = "hive"              # Hive metastore on embedded Derby, kept in state_dir
 
 [spark]
 master = "local[*]"
-driver_memory = "1g"
+driver_memory = "2g"         # in local mode also the executors' heap
 
 [spark.conf]
 "spark.sql.shuffle.partitions" = "4"

@@ -14,7 +14,8 @@ from eventlake.sync.report import SyncResult, TableResult
 _STARTED = time.monotonic()
 
 
-def _say(line: str) -> None:
+def say_progress(line: str) -> None:
+    """Progress on stderr, with the seconds since the process started."""
     print(f"[{time.monotonic() - _STARTED:6.1f}s] {line}", file=sys.stderr, flush=True)
 
 
@@ -22,7 +23,7 @@ SKIPPED = "Skipped: already running"
 
 
 def run_sync(
-    settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, say=_say
+    settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, say=say_progress
 ) -> list[SyncResult]:
     """Sync the given sources (default: all) once; a failed source does not stop the others.
 

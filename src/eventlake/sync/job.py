@@ -146,35 +146,30 @@ class SourceSync:
         self, files: Sequence[ArchiveFile], run_id: str, start: datetime
     ) -> tuple[dict[str, Any], SyncResult]:
         stage = layout.stage_dir(self.lake, self.source.id, run_id)
+        # intermediate results go to staging as Parquet, not to Spark's cache: memory stays flat
         lines = self.spark.read.text([str(f.path) for f in files])
-        parsed = lines.mapInArrow(parse_batches, PARSED_SCHEMA).persist()
-        try:
-            totals = {
-                row["ok"]: (row["n"], row["first"])
-                for row in parsed.groupBy("ok")
-                .agg(F.count("*").alias("n"), F.min("received_at").alias("first"))
-                .collect()
-            }
-            valid, first_received = totals.get(True, (0, None))
-            invalid = totals.get(False, (0, None))[0]
-            deduped = self._dedupe(parsed, first_received).persist()
-            try:
-                kept = deduped.count()
-                self.say(
-                    f"{self.source.slug}: {valid + invalid} messages, {valid - kept} duplicates dropped, "
-                    f"{invalid} invalid"
-                )
-                plan = self._plan(deduped)
-                tables, moves, rejected = self._write(parsed, invalid, deduped, plan, stage, run_id)
-            finally:
-                deduped.unpersist()
-        finally:
-            parsed.unpersist()
+        parsed = self._materialize(lines.mapInArrow(parse_batches, PARSED_SCHEMA), stage / "parsed")
+        totals = {
+            row["ok"]: (row["n"], row["first"])
+            for row in parsed.groupBy("ok")
+            .agg(F.count("*").alias("n"), F.min("received_at").alias("first"))
+            .collect()
+        }
+        valid, first_received = totals.get(True, (0, None))
+        invalid = totals.get(False, (0, None))[0]
+        deduped = self._materialize(self._dedupe(parsed, first_received), stage / "deduped")
+        kept = deduped.count()
+        dropped = valid - kept
+        self.say(
+            f"{self.source.slug}: {valid + invalid} messages, {dropped} duplicates dropped, {invalid} invalid"
+        )
+        plan = self._plan(deduped)
+        tables, moves, rejected = self._write(parsed, invalid, deduped, plan, stage, run_id)
         rejected_values, blocked_messages = rejected
         result = SyncResult(
             self.source.slug, self.source.id, run_id, "Success", start, now_utc(),
             tables=tuple(t for t, _ in tables), input_files=len(files), bytes_in=sum(f.size for f in files),
-            input_messages=valid + invalid, duplicates_dropped=valid - kept,
+            input_messages=valid + invalid, duplicates_dropped=dropped,
             rejected_messages=invalid + blocked_messages, rejected_values=rejected_values,
             notices=plan.notices,
         )  # fmt: skip
@@ -196,6 +191,10 @@ class SourceSync:
             "stage": str(stage),
         }
         return manifest, result
+
+    def _materialize(self, frame: DataFrame, path: Path) -> DataFrame:
+        frame.write.mode("overwrite").parquet(str(path))
+        return self.spark.read.parquet(str(path))
 
     def _dedupe(self, parsed: DataFrame, first_received: datetime | None) -> DataFrame:
         """The first copy of each messageId (earliest received), minus ids synced in the window.

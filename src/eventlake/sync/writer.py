@@ -88,12 +88,12 @@ def write_batches(
     )
 
 
-def _table(columns: Sequence[list[Any]], schema: pa.Schema) -> pa.Table:
+def arrow_table(columns: Sequence[list[Any]], schema: pa.Schema) -> pa.Table:
     arrays = [pa.array(values, field.type) for values, field in zip(columns, schema, strict=True)]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _write(path: Path, table: pa.Table) -> None:
+def write_parquet(path: Path, table: pa.Table) -> None:
     """A Parquet file, on disk (fsync) before the driver can publish it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as handle:
@@ -138,11 +138,11 @@ def write_partition(
             received.append(received_at)
             count += 1
         path = root / "tables" / segment_type / layout.partition_subdir(tuple(keys), values) / name
-        _write(path, _table(data, arrow_schema(columns)))
+        write_parquet(path, arrow_table(data, arrow_schema(columns)))
         yield segment_type, values, count, str(path)
     if ids:
-        _write(root / "dedupe" / name, _table([ids, received], DEDUPE_SCHEMA))
+        write_parquet(root / "dedupe" / name, arrow_table([ids, received], DEDUPE_SCHEMA))
     if rejected:
         path = root / "quarantine" / f"values-{name}"
-        _write(path, _table([list(c) for c in zip(*rejected, strict=True)], REJECTED_SCHEMA))
+        write_parquet(path, arrow_table([list(c) for c in zip(*rejected, strict=True)], REJECTED_SCHEMA))
         yield "", (), len(rejected), str(path)
