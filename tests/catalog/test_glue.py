@@ -77,6 +77,17 @@ def test_column_appends_call_update_table_only_when_columns_are_missing(
 
 
 @pytest.mark.integration
+def test_a_type_change_updates_one_column_once(
+    glue: GlueCatalog, database: str, calls: Counter[str], tmp_path: Path
+) -> None:
+    glue.ensure_table(TableSpec(database, "page", COLUMNS, ("day", "hr"), str(tmp_path / "page")))
+    glue.set_column_type(database, "page", "received_at", "string")
+    glue.set_column_type(database, "page", "received_at", "string")  # already: no new table version
+    assert calls["UpdateTable"] == 1
+    assert glue.table_columns(database, "page") == (("message_id", "string"), ("received_at", "string"))
+
+
+@pytest.mark.integration
 def test_partitions_are_created_100_per_call_with_their_locations(
     glue: GlueCatalog, database: str, calls: Counter[str], tmp_path: Path
 ) -> None:

@@ -14,7 +14,7 @@ with the Glue Data Catalog as its Hive metastore and the lake root on S3.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eventlake.catalog.base import Catalog, Column, TableSpec
@@ -174,54 +174,47 @@ class GlueCatalog(Catalog):
         )
 
     def add_columns(self, database: str, table: str, columns: Sequence[Column]) -> None:
+        def append_missing(found: dict[str, Any]) -> list[dict[str, str]] | None:
+            have = found.get("StorageDescriptor", {}).get("Columns", [])
+            names = {c["Name"] for c in have}
+            missing = [{"Name": name, "Type": kind} for name, kind in columns if name not in names]
+            return [*have, *missing] if missing else None
+
+        self._update_columns(database, table, f"adding columns to {database}.{table}", append_missing)
+
+    def set_column_type(self, database: str, table: str, column: str, kind: str) -> None:
+        def retype(found: dict[str, Any]) -> list[dict[str, str]] | None:
+            have = found.get("StorageDescriptor", {}).get("Columns", [])
+            changed = [{**c, "Type": kind} if c["Name"] == column else c for c in have]
+            return changed if changed != have else None
+
+        self._update_columns(database, table, f"changing {column} of {database}.{table}", retype)
+
+    def _update_columns(
+        self,
+        database: str,
+        table: str,
+        doing: str,
+        change: Callable[[dict[str, Any]], list[dict[str, str]] | None],
+    ) -> None:
+        """UpdateTable with the columns ``change`` derives from the current table; none when it
+        returns None (Glue keeps a version per update). Retried when someone updated it meanwhile."""
         for _ in range(UPDATE_ATTEMPTS):
             found = self._get_table(database, table)
             if found is None:
-                raise GlueError(f"cannot add columns to {database}.{table}: no such table")
-            descriptor = found.get("StorageDescriptor", {})
-            have = {c["Name"] for c in descriptor.get("Columns", [])}
-            missing = [(name, kind) for name, kind in columns if name not in have]
-            if not missing:
+                raise GlueError(f"{doing}: no such table")
+            columns = change(found)
+            if columns is None:
                 return  # nothing to change: no UpdateTable, no new table version
             table_input = {k: copy.deepcopy(found[k]) for k in TABLE_INPUT_FIELDS if k in found}
-            table_input["StorageDescriptor"]["Columns"] = [
-                *descriptor.get("Columns", []),
-                *({"Name": name, "Type": kind} for name, kind in missing),
-            ]
+            table_input["StorageDescriptor"]["Columns"] = columns
             params: dict[str, Any] = {"DatabaseName": database, "TableInput": table_input}
             if found.get("VersionId"):
                 params["VersionId"] = found["VersionId"]  # fails if someone updated it meanwhile
-            answer = self._call(
-                "update_table",
-                f"adding columns to {database}.{table}",
-                ignore=("ConcurrentModificationException",),
-                **params,
-            )
+            answer = self._call("update_table", doing, ignore=("ConcurrentModificationException",), **params)
             if answer is not None:
                 return
-        raise GlueError(f"cannot add columns to {database}.{table}: it keeps changing concurrently")
-
-    def set_column_type(self, database: str, table: str, column: str, kind: str) -> None:
-        for _ in range(UPDATE_ATTEMPTS):
-            found = self._get_table(database, table)
-            if found is None:
-                raise GlueError(f"cannot change a column of {database}.{table}: no such table")
-            table_input = {k: copy.deepcopy(found[k]) for k in TABLE_INPUT_FIELDS if k in found}
-            for entry in table_input["StorageDescriptor"].get("Columns", []):
-                if entry["Name"] == column:
-                    entry["Type"] = kind
-            params: dict[str, Any] = {"DatabaseName": database, "TableInput": table_input}
-            if found.get("VersionId"):
-                params["VersionId"] = found["VersionId"]
-            answer = self._call(
-                "update_table",
-                f"changing {column} of {database}.{table}",
-                ignore=("ConcurrentModificationException",),
-                **params,
-            )
-            if answer is not None:
-                return
-        raise GlueError(f"cannot change {column} of {database}.{table}: it keeps changing concurrently")
+        raise GlueError(f"{doing}: the table keeps changing concurrently")
 
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         unique = sorted(set(partitions))

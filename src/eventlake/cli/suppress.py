@@ -56,12 +56,7 @@ def suppress_add(ctx: Context, user_ids: tuple[str, ...], slug: str | None) -> N
     Example:
       eventlake suppress add u-1234 --source web
     """
-    settings = ctx.settings()
-    source = _source(settings, slug)
-    added = _list(settings, source).add(user_ids)
-    for user_id in user_ids:
-        state = "suppressed" if user_id in added else "already suppressed"
-        click.echo(f"{source.slug}: {user_id} {state}", err=True)
+    _change(ctx, slug, user_ids, "add", ("suppressed", "already suppressed"))
 
 
 @suppress.command("remove")
@@ -76,12 +71,18 @@ def suppress_remove(ctx: Context, user_ids: tuple[str, ...], slug: str | None) -
     Example:
       eventlake suppress remove u-1234 --source web
     """
+    _change(ctx, slug, user_ids, "remove", ("no longer suppressed", "was not suppressed"))
+
+
+def _change(
+    ctx: Context, slug: str | None, user_ids: tuple[str, ...], method: str, outcomes: tuple[str, str]
+) -> None:
+    """Add or remove userIds and say, for each, whether that changed anything."""
     settings = ctx.settings()
     source = _source(settings, slug)
-    removed = _list(settings, source).remove(user_ids)
+    changed = getattr(_list(settings, source), method)(user_ids)
     for user_id in user_ids:
-        state = "no longer suppressed" if user_id in removed else "was not suppressed"
-        click.echo(f"{source.slug}: {user_id} {state}", err=True)
+        click.echo(f"{source.slug}: {user_id} {outcomes[0] if user_id in changed else outcomes[1]}", err=True)
 
 
 @suppress.command("list")
