@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eventlake import layout
+from eventlake.durable import fsync_dir
 
 _CHUNK = 1 << 20
 _GZIP_LEVEL = 6
@@ -97,15 +98,6 @@ def _gzip_complete_lines(source: Path, target: Path) -> int:
         raw.flush()
         os.fsync(raw.fileno())
     return written
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a directory's entries (a created, renamed or deleted file) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _unlink(path: Path) -> None:

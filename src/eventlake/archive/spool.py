@@ -36,7 +36,8 @@ from eventlake.archive.errors import (
     SpoolLockedError,
     SpoolWriteError,
 )
-from eventlake.archive.seal import Segment, fsync_dir, seal_segment, spool_segments
+from eventlake.archive.seal import Segment, seal_segment, spool_segments
+from eventlake.durable import fsync_dir
 
 log = logging.getLogger("eventlake.archive")
 

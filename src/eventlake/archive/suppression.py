@@ -28,7 +28,7 @@ import orjson
 
 from eventlake import layout
 from eventlake.archive.errors import SuppressionError
-from eventlake.archive.seal import fsync_dir
+from eventlake.durable import write_atomic
 from eventlake.timestamps import format_timestamp, now_utc
 
 log = logging.getLogger("eventlake.archive")
@@ -100,14 +100,8 @@ class SuppressionList:
         data = orjson.dumps(
             {"source_id": self.source_id, "users": dict(sorted(users.items()))}, option=orjson.OPT_INDENT_2
         )
-        temp = self.path.with_name(f".{self.path.name}.tmp")
         try:
-            with open(temp, "wb") as handle:
-                handle.write(data + b"\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.path)
-            fsync_dir(self.path.parent)
+            write_atomic(self.path, data + b"\n")
         except OSError as exc:
             raise SuppressionError(self.path, f"cannot write it: {exc}") from None
 

@@ -36,6 +36,7 @@ from xml.sax.saxutils import escape
 
 from eventlake import layout
 from eventlake.config import CatalogSettings, Settings
+from eventlake.durable import write_atomic
 from eventlake.errors import DependencyError, EventLakeError, PermissionsError
 
 Say = Callable[[str], None]
@@ -134,11 +135,7 @@ def hive_site(properties: dict[str, str]) -> str:
 def write_private(path: Path, text: str) -> None:
     """Write a file only its owner can read (it may hold a password), atomically."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.replace(temp, path)
+    write_atomic(path, text.encode(), mode=0o600)
 
 
 def private_conf_dir(state: Path, access: MetastoreAccess) -> Path | None:
@@ -340,9 +337,7 @@ def embedded_lock(state: Path, say: Say = _say) -> Iterator[str | None]:
 def write_service_file(state: Path, info: dict[str, Any]) -> None:
     path = service_file(state)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}")
-    temp.write_text(json.dumps(info))
-    os.replace(temp, path)
+    write_atomic(path, json.dumps(info).encode())
 
 
 def remove_service_file(state: Path, pid: int) -> None:

@@ -17,9 +17,10 @@ from typing import Any
 
 from eventlake import layout
 from eventlake.catalog import Catalog, TableSpec
+from eventlake.durable import fsync_dir
 from eventlake.errors import EventLakeError
 from eventlake.sync.report import write_report_rows
-from eventlake.sync.state import SyncState, fsync_dir, write_json_atomic
+from eventlake.sync.state import SyncState, write_json_atomic
 
 
 def table_entry(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -12,6 +11,7 @@ import orjson
 
 from eventlake import layout
 from eventlake.catalog import TableSpec
+from eventlake.durable import write_atomic
 from eventlake.timestamps import format_timestamp
 
 REPORTS_DATABASE = "__segment_datalake"
@@ -173,9 +173,4 @@ def report_path(result: SyncResult, lake: Path) -> Path:
 def write_report_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     """The report file: one JSON object per line (atomic, durable)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
+    write_atomic(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))
