@@ -13,8 +13,8 @@ import argparse
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eventlake.catalog.session import spark_session
 from eventlake.config import Settings, load_settings
+from eventlake.jvm.session import spark_session
 
 
 def daily_revenue(orders: DataFrame) -> DataFrame:

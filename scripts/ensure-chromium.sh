@@ -11,19 +11,6 @@ if command -v chromium >/dev/null 2>&1; then
   exit 0
 fi
 
-if command -v apt-get >/dev/null 2>&1; then
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
-      echo "ensure-chromium: chromium is missing and installing it needs root: apt-get install chromium" >&2
-      exit 1
-    fi
-  fi
-  echo "ensure-chromium: installing chromium with apt-get ..." >&2
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
-  exit 0
-fi
-
-echo "ensure-chromium: the browser tests need Chromium; install it and put chromium on PATH (or set CHROMIUM)." >&2
-exit 1
+exec "$(dirname "$0")/apt-install.sh" --for ensure-chromium --missing chromium --no-recommends \
+  --otherwise "the browser tests need Chromium; install it and put chromium on PATH (or set CHROMIUM)." \
+  chromium

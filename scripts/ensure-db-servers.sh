@@ -21,30 +21,6 @@ if [ "${#packages[@]}" -eq 0 ]; then
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "ensure-db-servers: missing ${packages[*]}; install them (the catalog integration tests need them)" >&2
-  exit 1
-fi
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
-    echo "ensure-db-servers: installing ${packages[*]} needs root: apt-get install ${packages[*]}" >&2
-    exit 1
-  fi
-fi
-
-# keep the packages' maintainer scripts from starting system-wide servers (policy-rc.d exit 101 =
-# "action forbidden"); removed afterwards if this script put it there
-policy=/usr/sbin/policy-rc.d
-made_policy=""
-if [ ! -e "$policy" ]; then
-  printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
-  $sudo chmod +x "$policy"
-  made_policy=1
-fi
-cleanup() { if [ -n "$made_policy" ]; then $sudo rm -f "$policy"; fi; }
-trap cleanup EXIT
-
-echo "ensure-db-servers: installing ${packages[*]} with apt-get ..." >&2
-$sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+exec "$(dirname "$0")/apt-install.sh" --for ensure-db-servers --no-recommends --no-services \
+  --otherwise "missing ${packages[*]}; install them (the catalog integration tests need them)" \
+  "${packages[@]}"

@@ -22,19 +22,6 @@ if [ -n "$java_bin" ]; then
   echo "ensure-java: $java_bin is Java ${major:-?}; Spark 4 needs Java 17 or newer" >&2
 fi
 
-if command -v apt-get >/dev/null 2>&1; then
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
-      echo "ensure-java: Java 17 is missing and installing it needs root: apt-get install openjdk-17-jre-headless" >&2
-      exit 1
-    fi
-  fi
-  echo "ensure-java: installing openjdk-17-jre-headless with apt-get ..." >&2
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
-  exit 0
-fi
-
-echo "ensure-java: Java 17 is required (Spark 4). Install a JDK/JRE 17 and put java on PATH or set JAVA_HOME." >&2
-exit 1
+exec "$(dirname "$0")/apt-install.sh" --for ensure-java --missing "Java 17" \
+  --otherwise "Java 17 is required (Spark 4). Install a JDK/JRE 17 and put java on PATH or set JAVA_HOME." \
+  openjdk-17-jre-headless

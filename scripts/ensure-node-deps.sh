@@ -10,21 +10,9 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 project="$here/tests/clients"
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  if command -v apt-get >/dev/null 2>&1; then
-    sudo=""
-    if [ "$(id -u)" -ne 0 ]; then
-      if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
-        echo "ensure-node-deps: Node.js is missing and installing it needs root: apt-get install nodejs npm" >&2
-        exit 1
-      fi
-    fi
-    echo "ensure-node-deps: installing nodejs and npm with apt-get ..." >&2
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
-  else
-    echo "ensure-node-deps: the client tests need Node.js 18+ and npm; install them and put them on PATH." >&2
-    exit 1
-  fi
+  "$here/scripts/apt-install.sh" --for ensure-node-deps --missing Node.js \
+    --otherwise "the client tests need Node.js 18+ and npm; install them and put them on PATH." \
+    nodejs npm
 fi
 
 major="$(node -p 'process.versions.node.split(".")[0]')"

@@ -38,8 +38,8 @@ def spark_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def spark(spark_state: Path) -> Iterator[Any]:
     """One local Spark session with a Hive metastore for every Spark test (local[2])."""
-    from eventlake.catalog.session import spark_session
     from eventlake.config import LakeSettings, SparkSettings
+    from eventlake.jvm.session import spark_session
 
     settings = Settings(
         path=None,

@@ -10,15 +10,14 @@ Lake root (Segment-compatible layout)::
     segment-data/_state/suppression/<source-id>.json                  suppressed userIds (collector)
     segment-stage/<source-id>/<run-id>/                                temporary run output
 
-Local state dir: ``spool/`` (collector), ``metastore_db/`` (embedded Derby), ``warehouse/``, ``locks/``.
+Local state dir: ``spool/`` (collector), ``metastore_db/`` (embedded Derby), ``metastore/`` (its
+service and tools), ``warehouse/``, ``locks/``, ``logs/``.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
 from pathlib import Path
-
-from eventlake.timestamps import UTC
 
 ARCHIVE = "segment-logs"
 DATA = "segment-data"
@@ -43,8 +42,8 @@ def archive_file(lake: Path, source_id: str, day_ms: int, name: str) -> Path:
     return lake / ARCHIVE / source_id / str(day_ms) / f"{name}{ARCHIVE_SUFFIX}"
 
 
-def archive_relative(lake: Path, path: Path) -> str:
-    """The archive file's key in the ledger: its path relative to the lake root, with ``/``."""
+def lake_relative(lake: Path, path: Path) -> str:
+    """A file's key: its path relative to the lake root, with ``/`` (archive files in the ledger)."""
     return path.relative_to(lake).as_posix()
 
 
@@ -58,7 +57,6 @@ _PARTITION_PATTERNS = {
     "year-month-day": (("year", "yyyy"), ("month", "MM"), ("day", "dd")),
     "day": (("day", "yyyy-MM-dd"),),
 }
-_STRFTIME = {"yyyy-MM-dd": "%Y-%m-%d", "yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H"}
 
 
 def partition_patterns(date_partition: str) -> tuple[tuple[str, str], ...]:
@@ -69,19 +67,6 @@ def partition_patterns(date_partition: str) -> tuple[tuple[str, str], ...]:
 def partition_columns(date_partition: str) -> tuple[str, ...]:
     """The partition keys of a ``date_partition`` setting, outermost first."""
     return tuple(key for key, _ in _PARTITION_PATTERNS[date_partition])
-
-
-def partition_values(date_partition: str, received_at: datetime) -> tuple[str, ...]:
-    """The partition values of a message received at ``received_at`` (UTC).
-
-    >>> from eventlake.timestamps import parse_timestamp
-    >>> partition_values("day-hour", parse_timestamp("2026-11-22T07:05:00Z"))
-    ('2026-11-22', '07')
-    >>> partition_values("year-month-day", parse_timestamp("2026-11-22T07:05:00Z"))
-    ('2026', '11', '22')
-    """
-    t = received_at.astimezone(UTC)
-    return tuple(t.strftime(_STRFTIME[pattern]) for _, pattern in _PARTITION_PATTERNS[date_partition])
 
 
 def source_data_dir(lake: Path, source_dir_name: str) -> Path:
@@ -117,6 +102,11 @@ def reports_root(lake: Path) -> Path:
     return lake / DATA / "reports"
 
 
+def report_files_pattern() -> str:
+    """The glob, under :func:`reports_root`, of every report file."""
+    return re.sub(r"\{\w+\}", "*", REPORT_PARTITION_PATH) + "/" + REPORT_FILE
+
+
 def state_dir(lake: Path, kind: str, source_id: str) -> Path:
     """Durable sync state: ``segment-data/_state/<kind>/<source-id>`` (ledger, dedupe, pending)."""
     return lake / DATA / "_state" / kind / source_id
@@ -127,8 +117,12 @@ def sync_lock_file(lake: Path, source_id: str) -> Path:
     return lake / DATA / "_state" / "locks" / f"sync-{source_id}.lock"
 
 
+def schemas_root(lake: Path) -> Path:
+    return lake / DATA / "_state" / "schemas"
+
+
 def schema_file(lake: Path, database: str, table: str) -> Path:
-    return lake / DATA / "_state" / "schemas" / database / f"{table}.json"
+    return schemas_root(lake) / database / f"{table}.json"
 
 
 def suppression_file(lake: Path, source_id: str) -> Path:
@@ -141,12 +135,39 @@ def suppression_lock_file(lake: Path, source_id: str) -> Path:
     return lake / DATA / "_state" / "suppression" / f".{source_id}.lock"
 
 
+def ledger_file(lake: Path, source_id: str, run_id: str) -> Path:
+    """The ledger entry of one run: the archive files it brought into the lake."""
+    return state_dir(lake, "ledger", source_id) / f"{run_id}.json"
+
+
+def pending_file(lake: Path, source_id: str, run_id: str) -> Path:
+    """The commit manifest of a run that has not finished publishing."""
+    return state_dir(lake, "pending", source_id) / f"{run_id}.json"
+
+
+def dedupe_index_dir(lake: Path, source_id: str) -> Path:
+    """The source's dedupe index: ``_state/dedupe/<source-id>/run_id=<run>/*.parquet``."""
+    return state_dir(lake, "dedupe", source_id)
+
+
+def run_folder(run_id: str) -> str:
+    """The folder of one run's files in a table partitioned by run (quarantine, dedupe index)."""
+    return f"run_id={run_id}"
+
+
 def stage_root(lake: Path, source_id: str) -> Path:
     return lake / STAGE / source_id
 
 
 def stage_dir(lake: Path, source_id: str, run_id: str) -> Path:
+    """One run's staging: ``segment-stage/<source-id>/<run-id>/<kind>/...``, where each kind of
+    file (table, dedupe, values, messages, rewritten) waits until the commit publishes it."""
     return stage_root(lake, source_id) / run_id
+
+
+def part_file_name(run_id: str, index: int, prefix: str = "") -> str:
+    """The name of the file a run's worker ``index`` writes: ``part-<run>-00007.parquet``."""
+    return f"{prefix}part-{run_id}-{index:05d}.parquet"
 
 
 # local state -----------------------------------------------------------------------------------
@@ -170,6 +191,57 @@ def lock_file(state: Path, name: str) -> Path:
 
 def log_dir(state: Path) -> Path:
     return state / "logs"
+
+
+def derby_log(state: Path) -> Path:
+    """Where Derby (embedded in Spark or in the metastore service) writes its log."""
+    return log_dir(state) / "derby.log"
+
+
+def metastore_log(state: Path) -> Path:
+    """The project's metastore service's output."""
+    return log_dir(state) / "metastore.log"
+
+
+def metastore_lock_file(state: Path) -> Path:
+    """Held by the one process (or metastore service) that has the embedded Derby open."""
+    return lock_file(state, "metastore")
+
+
+def metastore_schema_lock_file(state: Path) -> Path:
+    """Held while the metastore schema is created in a JDBC database."""
+    return lock_file(state, "metastore-schema")
+
+
+def metastore_state_dir(state: Path) -> Path:
+    """``metastore/``, beside Derby's ``metastore_db/``: the service file, private hive-site.xml
+    folders, schema markers and the metastore tools' temporary files."""
+    return state / "metastore"
+
+
+def metastore_service_file(state: Path) -> Path:
+    """The running project service's address: ``{"uri", "port", "pid", "owner_pid"}``."""
+    return metastore_state_dir(state) / "service.json"
+
+
+def metastore_client_conf_dir(state: Path) -> Path:
+    """A private hive-site.xml (the database password) for Spark drivers' class path."""
+    return metastore_state_dir(state) / "client-conf"
+
+
+def metastore_service_conf_dir(state: Path, pid: int) -> Path:
+    """The hive-site.xml of the metastore service that process ``pid`` starts."""
+    return metastore_state_dir(state) / f"conf-{pid}"
+
+
+def metastore_schema_marker(state: Path, key: str) -> Path:
+    """Marks that the metastore schema exists in the database ``key`` stands for."""
+    return metastore_state_dir(state) / f"schema-{key}.done"
+
+
+def metastore_temp_file(state: Path, stem: str, pid: int, suffix: str) -> Path:
+    """A hidden per-process input of a metastore tool (``.schematool-<pid>.properties``)."""
+    return metastore_state_dir(state) / f".{stem}-{pid}{suffix}"
 
 
 # collector spool and archive sealing -----------------------------------------------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from eventlake import layout
 from eventlake.archive import ArchiveFile, list_archive_files, read_archive_lines
+from eventlake.storage import LocalStorage
 
 DAY = 1_566_086_400_000  # 2019-08-18, Segment's docs example
 NEXT = DAY + 86_400_000
@@ -26,20 +27,20 @@ def test_lists_sealed_files_sorted_by_key(tmp_path: Path) -> None:
     write_gz(layout.archive_file(lake, "other", DAY, "z"), b'{"n":9}\n')
     (layout.archive_source_dir(lake, "src") / "not-a-day").mkdir()
 
-    files = list_archive_files(lake, "src")
+    files = list_archive_files(LocalStorage(), lake, "src")
 
     assert files == [
         ArchiveFile(first, f"segment-logs/src/{DAY}/a.gz", first.stat().st_size, DAY),
         ArchiveFile(later, f"segment-logs/src/{NEXT}/b.gz", later.stat().st_size, NEXT),
     ]
-    assert files[0].key == layout.archive_relative(lake, first)
+    assert files[0].key == layout.lake_relative(lake, first)
 
 
 def test_unknown_source_has_no_files(tmp_path: Path) -> None:
-    assert list_archive_files(tmp_path, "nothing") == []
+    assert list_archive_files(LocalStorage(), tmp_path, "nothing") == []
 
 
 def test_reads_lines_without_newlines_across_gzip_members(tmp_path: Path) -> None:
     path = tmp_path / "multi.gz"
     path.write_bytes(gzip.compress(b'{"n":1}\n{"n":2}\n') + gzip.compress(b'\n{"n":3}\r\n'))
-    assert list(read_archive_lines(path)) == [b'{"n":1}', b'{"n":2}', b'{"n":3}']
+    assert list(read_archive_lines(LocalStorage(), path)) == [b'{"n":1}', b'{"n":2}', b'{"n":3}']

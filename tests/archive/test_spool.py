@@ -22,6 +22,7 @@ from eventlake.archive import (
     read_archive_lines,
 )
 from eventlake.errors import EventLakeError
+from eventlake.storage import LocalStorage
 
 DAY = 1_795_305_600_000  # 2026-11-22T00:00:00Z
 NEXT_DAY = DAY + 86_400_000
@@ -44,7 +45,11 @@ def lines(prefix: str, count: int) -> list[bytes]:
 
 
 def archived(lake: Path, source_id: str) -> list[bytes]:
-    return [line for f in list_archive_files(lake, source_id) for line in read_archive_lines(f.path)]
+    return [
+        line
+        for f in list_archive_files(LocalStorage(), lake, source_id)
+        for line in read_archive_lines(LocalStorage(), f.path)
+    ]
 
 
 def segments(spool_dir: Path) -> list[Path]:
@@ -80,14 +85,14 @@ def test_concurrent_appends_are_group_committed(spool: Spool, dirs: tuple[Path, 
     spool.close()
     got = archived(dirs[1], "src")
     assert len(got) == len(set(got)) == 8 * 20 * 5
-    assert len(list_archive_files(dirs[1], "src")) == 1  # one open segment per source and day
+    assert len(list_archive_files(LocalStorage(), dirs[1], "src")) == 1  # one open segment per source and day
 
 
 def test_a_new_received_day_opens_a_new_segment(spool: Spool, dirs: tuple[Path, Path]) -> None:
     spool.append("src", lines("d1", 1), DAY).result(timeout=5)
     spool.append("src", lines("d2", 1), NEXT_DAY).result(timeout=5)
     spool.close()
-    files = list_archive_files(dirs[1], "src")
+    files = list_archive_files(LocalStorage(), dirs[1], "src")
     assert [f.day_ms for f in files] == [DAY, NEXT_DAY]
     assert [f.key.split("/")[:3] for f in files] == [
         ["segment-logs", "src", str(DAY)],
@@ -99,7 +104,7 @@ def test_seals_full_segments_while_open(dirs: tuple[Path, Path]) -> None:
     with Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=NEVER) as spool:
         for i in range(10):
             spool.append("src", [orjson.dumps({"i": i, "pad": "x" * 400})], DAY).result(timeout=5)
-        wait_until(lambda: len(list_archive_files(dirs[1], "src")) >= 3)
+        wait_until(lambda: len(list_archive_files(LocalStorage(), dirs[1], "src")) >= 3)
     assert len(archived(dirs[1], "src")) == 10
 
 
@@ -148,7 +153,7 @@ def test_recover_seals_a_crashed_segment_and_drops_its_torn_line(dirs: tuple[Pat
         assert spool.recover() == 1
         assert not path.exists()
         assert spool.stats().sealed_files == 1
-    files = list_archive_files(dirs[1], "src")
+    files = list_archive_files(LocalStorage(), dirs[1], "src")
     assert [f.path.name for f in files] == [path.name.replace(layout.SPOOL_SUFFIX, ".gz")]
     assert archived(dirs[1], "src") == [b'{"n":1}', b'{"n":2}']
 
@@ -165,7 +170,7 @@ def test_recover_after_a_crash_between_rename_and_unlink_seals_nothing_twice(dir
         assert spool.stats().sealed_files == 0
     assert not path.exists()
     assert final.read_bytes() == before
-    assert len(list_archive_files(dirs[1], "src")) == 1
+    assert len(list_archive_files(LocalStorage(), dirs[1], "src")) == 1
     assert archived(dirs[1], "src") == [b'{"n":1}', b'{"n":2}']
 
 
@@ -174,7 +179,7 @@ def test_recover_after_a_crash_mid_seal_rewrites_the_temp_file(dirs: tuple[Path,
     temp = layout.archive_temp_file(dirs[1], "src", DAY, path.name[: -len(layout.SPOOL_SUFFIX)])
     temp.parent.mkdir(parents=True)
     temp.write_bytes(b"half a gzip stream")
-    assert list_archive_files(dirs[1], "src") == []  # hidden temp files are not archive files
+    assert list_archive_files(LocalStorage(), dirs[1], "src") == []  # hidden temp files are not archive files
     with Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=NEVER) as spool:
         spool.recover()
     assert not temp.exists()
@@ -187,7 +192,7 @@ def test_recover_deletes_empty_segments(dirs: tuple[Path, Path]) -> None:
     with Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=NEVER) as spool:
         assert spool.recover() == 2
     assert not empty.exists() and not torn_only.exists()
-    assert list_archive_files(dirs[1], "src") == []
+    assert list_archive_files(LocalStorage(), dirs[1], "src") == []
 
 
 def test_recover_leaves_its_own_open_segments_alone(dirs: tuple[Path, Path]) -> None:
@@ -197,7 +202,7 @@ def test_recover_leaves_its_own_open_segments_alone(dirs: tuple[Path, Path]) -> 
         assert len(segments(dirs[0])) == 1
         spool.append("src", lines("more", 1), DAY).result(timeout=5)
     assert archived(dirs[1], "src") == lines("own", 2) + lines("more", 1)
-    assert len(list_archive_files(dirs[1], "src")) == 1
+    assert len(list_archive_files(LocalStorage(), dirs[1], "src")) == 1
 
 
 def wait_until(condition: object, timeout: float = 5.0) -> None:

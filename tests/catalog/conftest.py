@@ -140,7 +140,7 @@ def metastore_command(
     postgres: Postgres, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[MetastoreCommand]:
     """`eventlake metastore` over a PostgreSQL database of its own (on Derby, `eventlake up` and
-    `eventlake thrift` run the same service: tests/scheduler, test_thrift_server)."""
+    `eventlake thrift` run the same service: tests/scheduler, tests/jvm/test_thrift_server.py)."""
     directory = tmp_path_factory.mktemp("metastore-project")
     catalog = {"jdbc_url": postgres.create_database(), "user": USER, "password": PASSWORD}
     service = MetastoreCommand(write_config(directory, catalog), directory / "metastore.log").start(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -15,10 +16,11 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.stub import Stubber
 
 from eventlake import layout
 from eventlake.catalog import TableSpec, load_catalog
-from eventlake.catalog.glue import GlueCatalog
+from eventlake.catalog.glue import GlueCatalog, GlueError
 from eventlake.config import (
     CatalogSettings,
     LakeSettings,
@@ -27,7 +29,7 @@ from eventlake.config import (
     load_settings,
     write_initial_config,
 )
-from eventlake.errors import ConfigError, DependencyError
+from eventlake.errors import ConfigError, DependencyError, PermissionsError
 from eventlake.timestamps import parse_timestamp
 
 from .conftest import clean_env, write_archive
@@ -195,3 +197,53 @@ def test_eventlake_sync_registers_its_tables_in_glue(glue_settings: CatalogSetti
     location = partitions[0]["StorageDescriptor"]["Location"]
     assert list(Path(location).glob("*.parquet")), f"no Parquet files at {location}"
     assert layout.schema_file(settings.lake.root, "shop", "identify").exists()
+
+
+def _stubbed(operation: str, code: str) -> tuple[GlueCatalog, Stubber]:
+    """A catalog whose client answers ``operation`` with the AWS error ``code`` (botocore's Stubber:
+    the client builds its modeled exception from the code, as it does for a real answer)."""
+    client = boto3.client(
+        "glue", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+    stubber = Stubber(client)
+    stubber.add_client_error(operation, service_error_code=code, http_status_code=400)
+    stubber.activate()
+    return GlueCatalog(client), stubber
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("AccessDeniedException", PermissionsError),
+        ("UnrecognizedClientException", PermissionsError),  # not in Glue's model
+        ("InternalServiceException", GlueError),
+    ],
+)
+def test_glue_errors_are_mapped_by_the_clients_exception_classes(code: str, error: type) -> None:
+    glue, stubber = _stubbed("get_table", code)
+    with pytest.raises(error, match="reading table db.t"):
+        glue.table_columns("db", "t")
+    stubber.assert_no_pending_responses()
+
+
+def test_answers_that_mean_nothing_to_do_are_not_errors() -> None:
+    glue, stubber = _stubbed("get_table", "EntityNotFoundException")
+    assert glue.table_columns("db", "t") is None
+    stubber.add_client_error("get_tables", service_error_code="EntityNotFoundException")
+    assert glue.list_tables("db") == []
+    stubber.add_client_error("create_database", service_error_code="AlreadyExistsException")
+    glue.ensure_database("db")
+    stubber.assert_no_pending_responses()
+
+
+def test_missing_credentials_are_a_permissions_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    glue = GlueCatalog.from_settings(
+        CatalogSettings(kind="glue", region="us-east-1", endpoint_url="http://127.0.0.1:9")
+    )
+    with pytest.raises(PermissionsError, match="Glue refused listing tables of db"):
+        glue.list_tables("db")

@@ -16,11 +16,13 @@ import pytest
 from eventlake import layout
 from eventlake.catalog import base
 from eventlake.catalog.base import Catalog, Column, TableSpec
-from eventlake.catalog.repair import partitions_on_disk, read_schema_files, repair_catalog, repair_table
+from eventlake.catalog.repair import partitions_on_disk, repair_catalog, repair_table
+from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import CatalogSettings, LakeSettings, Settings, SourceSettings
 from eventlake.config.settings import Secret
 from eventlake.errors import UsageError
 from eventlake.query import run_query
+from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
 
 COLUMNS = (("message_id", "string"), ("properties_revenue", "decimal(38,6)"))
@@ -167,7 +169,11 @@ def test_repair_catalog_from_schema_files(tmp_path: Path, monkeypatch: pytest.Mo
         catalog=CatalogSettings(kind="memory"),
         sources=sources,
     )
-    assert [s.qualified for s in read_schema_files(lake)] == ["ios.screen", "web.identify", "web.page"]
+    assert [s.qualified for s in read_schema_files(LocalStorage(), lake)] == [
+        "ios.screen",
+        "web.identify",
+        "web.page",
+    ]
 
     only_web = repair_catalog(settings, ["web"], say=lambda line: None)
     assert [(t.database, t.table, t.created) for t in only_web.tables] == [
@@ -253,10 +259,10 @@ def test_a_copied_or_moved_lake_is_read_where_it_is_now(tmp_path: Path) -> None:
     schema_file(original, TableSpec("web", "page", COLUMNS, ("day", "hr"), str(location)))
     copy = tmp_path / "b" / "lake"
     shutil.copytree(original, copy)
-    [spec] = read_schema_files(copy)
+    [spec] = read_schema_files(LocalStorage(), copy)
     assert spec.location == str(layout.table_dir(copy, "S1", "page"))
     shutil.rmtree(copy / layout.DATA / "data")  # not there: the recorded location stands
-    assert read_schema_files(copy)[0].location == str(location)
+    assert read_schema_files(LocalStorage(), copy)[0].location == str(location)
 
 
 def test_doctests() -> None:

@@ -144,8 +144,8 @@ def main(config: str) -> None:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything else printed (Spark, py4j) goes to the log
     from eventlake.catalog import load_catalog
-    from eventlake.catalog.session import spark_session
     from eventlake.config import load_settings
+    from eventlake.jvm.session import spark_session
 
     settings = load_settings(config, environ={})
     spark = spark_session(settings, "eventlake-catalog-worker")

@@ -23,7 +23,7 @@ import pytest
 from tests.collect.harness import Collector
 
 from .fields import assert_archived_as_sent
-from .tools import HERE, NODE_MODULES, chromium, node
+from .tools import HERE, NODE_MODULES, chromium, missing, node
 
 pytestmark = pytest.mark.integration
 
@@ -103,7 +103,7 @@ def browser_ready() -> Iterator[None]:
     chromium()
     node()
     if not (BUNDLES / "index.js").is_file():
-        pytest.skip("@segment/analytics-next missing: run scripts/ensure-node-deps.sh")
+        missing("@segment/analytics-next missing: run scripts/ensure-node-deps.sh")
     yield
 
 

@@ -25,6 +25,7 @@ import pytest
 from eventlake import layout
 from eventlake.archive import list_archive_files
 from eventlake.config import add_source, load_settings, write_initial_config
+from eventlake.storage import LocalStorage
 
 EVENTLAKE = Path(sys.executable).parent / "eventlake"
 WRITE_KEY = "wk_test_web"
@@ -45,7 +46,7 @@ class Project:
     def archived(self) -> list[dict[str, Any]]:
         """Every message in the source's sealed archive files, in key order."""
         messages: list[dict[str, Any]] = []
-        for archive_file in list_archive_files(self.lake, self.source_id):
+        for archive_file in list_archive_files(LocalStorage(), self.lake, self.source_id):
             with gzip.open(archive_file.path, "rb") as lines:
                 messages.extend(orjson.loads(line) for line in lines if line.strip())
         return messages

@@ -14,6 +14,7 @@ import pytest
 from eventlake.archive import list_archive_files, read_archive_lines
 from eventlake.config import load_settings
 from eventlake.errors import ConfigError
+from eventlake.storage import LocalStorage
 
 from .harness import Collector, add_source_with, make_project, metrics
 
@@ -153,8 +154,8 @@ def wait_for_message(collector: Collector, message_id: str, timeout: float = 7.0
     deadline = time.monotonic() + timeout
     while True:
         for source in settings.sources:
-            for archive_file in list_archive_files(collector.project.lake, source.id):
-                for line in read_archive_lines(archive_file.path):
+            for archive_file in list_archive_files(LocalStorage(), collector.project.lake, source.id):
+                for line in read_archive_lines(LocalStorage(), archive_file.path):
                     message = orjson.loads(line)
                     if message.get("messageId") == message_id:
                         return message

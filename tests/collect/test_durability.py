@@ -15,6 +15,7 @@ import pytest
 
 from eventlake import layout
 from eventlake.archive import list_archive_files
+from eventlake.storage import LocalStorage
 
 from .harness import EVENTLAKE, Collector, Project, StartCollector, clean_environment
 
@@ -53,7 +54,9 @@ def assert_archived_exactly_once(project: Project, ids: list[str]) -> None:
 def test_seals_by_age(project: Project, start_collector: StartCollector) -> None:
     collector = start_collector(project, seal_max_age_seconds=1)
     ids = send(collector, 3)
-    assert project.spool_segments() and not list_archive_files(project.lake, project.source_id)
+    assert project.spool_segments() and not list_archive_files(
+        LocalStorage(), project.lake, project.source_id
+    )
     started = time.monotonic()
     project.wait_for_archive(set(ids), timeout=5)
     assert time.monotonic() - started < 3
@@ -67,9 +70,12 @@ def test_seals_by_size(project: Project, start_collector: StartCollector) -> Non
     collector = start_collector(project, seal_max_bytes=1024, seal_max_age_seconds=NEVER)
     ids = send(collector, 20, padding=300)
     deadline = time.monotonic() + 5
-    while len(list_archive_files(project.lake, project.source_id)) < 4 and time.monotonic() < deadline:
+    while (
+        len(list_archive_files(LocalStorage(), project.lake, project.source_id)) < 4
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
-    files = list_archive_files(project.lake, project.source_id)
+    files = list_archive_files(LocalStorage(), project.lake, project.source_id)
     assert len(files) >= 4, "full segments are sealed without waiting for their age"
     assert collector.stop() == 0
     assert_archived_exactly_once(project, ids)
@@ -102,7 +108,7 @@ def test_kill9_loses_and_duplicates_nothing(project: Project, start_collector: S
     ids = send(collector, 30, batch=3)
     collector.kill()
     assert project.spool_segments(), "killed before sealing: the acknowledged messages are in the spool"
-    assert list_archive_files(project.lake, project.source_id) == []
+    assert list_archive_files(LocalStorage(), project.lake, project.source_id) == []
 
     collector = start_collector(project, seal_max_age_seconds=NEVER)  # recovers before it listens
     assert_archived_exactly_once(project, ids)
@@ -168,7 +174,10 @@ def test_kill9_during_sustained_load(project: Project, start_collector: StartCol
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + 20
-    while len(list_archive_files(project.lake, project.source_id)) < 2 or len(acknowledged) < 500:
+    while (
+        len(list_archive_files(LocalStorage(), project.lake, project.source_id)) < 2
+        or len(acknowledged) < 500
+    ):
         assert time.monotonic() < deadline, "the load did not get going"
         time.sleep(0.05)
     collector.kill()
@@ -258,7 +267,7 @@ def test_two_collectors_write_one_archive(project: Project, tmp_path: Path, reus
         for collector in (first, second):
             assert collector.stop() == 0
     assert_archived_exactly_once(project, sent)
-    files = list_archive_files(project.lake, project.source_id)
+    files = list_archive_files(LocalStorage(), project.lake, project.source_id)
     tokens = {f.path.name.split("-")[2] for f in files}
     assert len(tokens) == 2, "both processes sealed files into the same source folder"
 

@@ -13,6 +13,7 @@ import pytest
 
 from eventlake import layout, spec
 from eventlake.archive import list_archive_files
+from eventlake.storage import LocalStorage
 from eventlake.timestamps import day_start_ms, parse_timestamp
 
 from .harness import Collector
@@ -103,7 +104,7 @@ def test_archive_layout_is_segments(client: httpx.Client, served: Collector) -> 
     assert response.is_success
     project = served.project
     message = next(m for m in project.wait_for_archive({message_id}) if m["messageId"] == message_id)
-    files = list_archive_files(project.lake, project.source_id)
+    files = list_archive_files(LocalStorage(), project.lake, project.source_id)
     day_ms = day_start_ms(parse_timestamp(message["receivedAt"]))
     assert any(f.day_ms == day_ms for f in files)
     for archive_file in files:

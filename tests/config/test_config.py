@@ -114,6 +114,12 @@ def test_environment_overrides_the_file(config: Path) -> None:
         load_settings(config, environ={"EVENTLAKE__COLLECTOR__PORT": "many"})
 
 
+def test_an_object_store_lake_root_is_refused_until_supported(config: Path) -> None:
+    environ = {"EVENTLAKE__LAKE__ROOT": "s3://bk/ev"}
+    with pytest.raises(ConfigError, match=r"invalid setting lake\.root: s3://bk/ev.*not supported yet"):
+        load_settings(config, environ=environ)
+
+
 def test_config_path_from_environment(config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     settings = load_settings(None, environ={"EVENTLAKE_CONFIG": str(config)})

@@ -6,18 +6,28 @@ from datetime import timedelta
 
 from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.reports import daily_health, run_history
-from eventlake.sync.report import SyncResult, TableResult, report_path, report_rows, write_report_rows
+from eventlake.storage import LocalStorage
+from eventlake.sync.report import (
+    BlockedTable,
+    SyncResult,
+    TableResult,
+    report_path,
+    report_rows,
+    write_report_rows,
+)
 from eventlake.timestamps import now_utc
 
 
-def write_run(settings, slug, start, status="Success", rows=3, error=""):
+def write_run(settings, slug, start, status="Success", rows=3, error="", blocked=()):
     source = settings.source(slug)
     table = TableResult(source.database, "identify", rows, True, (("user_id", "string"),), ({"day": "d"},))
     result = SyncResult(
         slug, source.id, f"run-{start:%Y%m%d%H%M%S}-{slug}", status, start, start + timedelta(seconds=90),
         tables=() if status == "Failed" else (table,), duplicates_dropped=1, rejected_values=2, error=error,
+        blocked=blocked,
     )  # fmt: skip
-    write_report_rows(report_path(result, settings.lake.root), report_rows(result, settings.lake.root))
+    path = report_path(result, settings.lake.root)
+    write_report_rows(LocalStorage(), path, report_rows(result, settings.lake.root))
     return result
 
 
@@ -79,3 +89,13 @@ def test_an_unreadable_report_is_skipped_with_a_warning(tmp_path, capsys):
     report_path(broken, settings.lake.root).write_bytes(b'{"type": "source", "run_')
     assert [r["run_id"] for r in run_history(settings)] == [good.run_id]
     assert "skipping unreadable report" in capsys.readouterr().err
+
+
+def test_a_run_whose_new_tables_passed_the_limit_is_a_partial_success(tmp_path):
+    config = write_initial_config(tmp_path / "p")
+    add_source(config, "web")
+    settings = load_settings(config, environ={})
+    blocked = (BlockedTable("web", "track_c", "table limit reached: ..."),)
+    write_run(settings, "web", now_utc() - timedelta(hours=1), blocked=blocked)
+    [run] = run_history(settings)
+    assert (run["status"], run["tables"], run["rows"]) == ("Partial Success", 1, 3)

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from eventlake.catalog.metastore import running_service, service_file
+from eventlake import layout
+from eventlake.jvm.metastore import running_service
 from tests.collect.harness import EVENTLAKE, clean_environment, free_port, make_project
 
 pytestmark = pytest.mark.integration
@@ -91,7 +92,7 @@ def test_sql_reports_and_a_second_sync_work_while_up_runs(tmp_path: Path) -> Non
         up.send_signal(signal.SIGTERM)
         code = up.wait(timeout=60)
     assert code == 0, log_path.read_text()
-    assert not service_file(state).exists()
+    assert not layout.metastore_service_file(state).exists()
     assert running_service(state) is None
 
 

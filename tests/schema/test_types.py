@@ -5,6 +5,9 @@ from decimal import Decimal
 
 import pytest
 
+from eventlake import spec
+from eventlake.schema.flatten import flatten
+from eventlake.schema.naming import column_name
 from eventlake.schema.types import (
     BIGINT,
     BOOLEAN,
@@ -290,23 +293,38 @@ def test_cast_timestamp_rejections(value: object) -> None:
 
 
 def test_reserved_types() -> None:
-    for column in ("received_at", "timestamp", "original_timestamp", "sent_at"):
-        assert RESERVED_TYPES[column] == TIMESTAMP
-    for column in (
-        "message_id",
-        "user_id",
-        "anonymous_id",
-        "type",
-        "event",
-        "project_id",
-        "channel",
-        "previous_id",
-        "group_id",
-        "name",
-        "category",
-        "version",
-    ):
-        assert RESERVED_TYPES[column] == STRING
+    """Segment's top-level fields, as the collector archives them, get fixed column types whatever
+    the values would infer: the four timestamps ``timestamp``, every other field ``string``."""
+    sent = {  # every top-level field of the Segment Spec, each with a value of the wrong kind
+        "type": "page",
+        "messageId": 3,
+        "userId": 42,
+        "anonymousId": 7,
+        "groupId": 5,
+        "previousId": 6,
+        "event": 1,
+        "name": 2026,
+        "category": True,
+        "version": 2,
+        "channel": 1,
+        "timestamp": 5,
+        "sentAt": 6,
+        "properties": {"price": 1},
+    }
+    message = spec.enrich(sent, received_at=datetime(2026, 11, 22, tzinfo=UTC), source_id="src1")
+    timestamps = {"receivedAt", "timestamp", "originalTimestamp", "sentAt"}
+    expected = {
+        column_name([key]): TIMESTAMP if key in timestamps else STRING
+        for key, value in message.items()
+        if not isinstance(value, dict)
+    }
+    assert len(expected) == 16  # enrich added receivedAt, originalTimestamp and projectId
+
+    flat = flatten(message).values
+    columns = evolve([], {column: [value_type(value)] for column, value in flat.items()}, list(flat)).columns
+
+    assert dict(RESERVED_TYPES) == expected
+    assert dict(columns) == {**expected, "properties_price": BIGINT}
     with pytest.raises(TypeError):
         RESERVED_TYPES["x"] = STRING  # type: ignore[index]
 

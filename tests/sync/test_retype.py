@@ -66,3 +66,48 @@ def test_bad_requests_name_the_choices(lake, spark):
         retype(lake, spark, "track_order_completed", "x", "string")
     with pytest.raises(UsageError, match="DATABASE.TABLE"):
         set_column_type(lake.settings, spark, "notqualified", "x", "string", print)
+
+
+RETYPE_CRASH_POINTS = {
+    "after staging, before publishing": ("eventlake.sync.retype", "apply", 1),
+    "after publishing the first file": ("eventlake.storage.LocalStorage", "publish", 2),
+    "before changing the catalog": ("eventlake.catalog.hive.HiveCatalog", "set_column_type", 1),
+    "before writing the schema file": ("eventlake.sync.commit", "write_schema_file", 1),
+    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
+}
+
+
+@pytest.mark.parametrize("point", list(RETYPE_CRASH_POINTS))
+def test_a_type_change_killed_at_any_step_completes_exactly_once(lake, spark, monkeypatch, point):
+    from tests.sync.test_sync import Killed, kill_on_call
+
+    lake.archive([track("m1", code="12"), track("m2", code="twelve")])
+    lake.archive([track("m3", code="13")])  # a second file: the publish is cut between two files
+    sync(lake, spark)
+    sync(lake, spark)
+    db = lake.source.database
+    quarantine = layout.quarantine_dir(lake.settings.lake.root, lake.source.id)
+    kill_on_call(monkeypatch, *RETYPE_CRASH_POINTS[point])
+    with pytest.raises(Killed):
+        retype(lake, spark, "track_order_completed", "properties_code", "bigint")
+    monkeypatch.undo()
+    if point == "after staging, before publishing":  # staged only: nothing in the lake changed yet
+        assert not list(quarantine.rglob("*.parquet"))
+
+    sync(lake, spark)  # the next sync of the source completes the interrupted change
+    assert column_types(spark, lake, "track_order_completed")["properties_code"] == "bigint"
+    spark.catalog.refreshTable(f"{db}.track_order_completed")
+    got = rows(spark, f"SELECT message_id, properties_code FROM {db}.track_order_completed ORDER BY 1")
+    assert got == [
+        {"message_id": "m1", "properties_code": 12},
+        {"message_id": "m2", "properties_code": None},
+        {"message_id": "m3", "properties_code": 13},
+    ]
+    quarantined = rows(spark, f"SELECT message_id, raw_value FROM {db}._quarantine")
+    assert quarantined == [{"message_id": "m2", "raw_value": "twelve"}]
+    schema = orjson.loads(
+        layout.schema_file(lake.settings.lake.root, db, "track_order_completed").read_bytes()
+    )
+    assert {"name": "properties_code", "type": "bigint"} in schema["columns"]
+    again = retype(lake, spark, "track_order_completed", "properties_code", "bigint")
+    assert (again.files_rewritten, again.values_quarantined) == (0, 0)  # nothing left to do

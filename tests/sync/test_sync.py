@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from eventlake import layout
+from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
@@ -219,7 +220,17 @@ class Killed(BaseException):
     """Stands for the process dying at that instant (not an Exception: nothing handles it)."""
 
 
-def _fail_on_call(number):
+def kill_on_call(monkeypatch, module_path: str, attribute: str, number: int) -> None:
+    """Make call ``number`` of ``module_path.attribute`` (a module's function or a class's method)
+    raise :class:`Killed`; the calls before it run as usual."""
+    import importlib
+
+    try:
+        target = importlib.import_module(module_path)
+    except ImportError:
+        module, _, cls = module_path.rpartition(".")
+        target = getattr(importlib.import_module(module), cls)
+    original = getattr(target, attribute)
     calls = []
 
     def fail(*args, **kwargs):
@@ -228,13 +239,12 @@ def _fail_on_call(number):
             raise Killed
         return original(*args, **kwargs)
 
-    return fail
+    monkeypatch.setattr(target, attribute, fail)
 
 
 CRASH_POINTS = {
-    "after staging, before publishing": ("eventlake.sync.job", "apply_manifest", 1),
-    # os.replace call 1 writes the manifest; call 2 moves the first file
-    "after moving the first file": ("eventlake.sync.commit.os", "replace", 3),
+    "after staging, before publishing": ("eventlake.sync.job", "apply", 1),
+    "after moving the first file": ("eventlake.storage.LocalStorage", "publish", 2),
     "before writing the report": ("eventlake.sync.commit", "write_report_rows", 1),
     "while registering partitions": ("eventlake.catalog.hive.HiveCatalog", "add_partitions", 1),
     "before recording the ledger": ("eventlake.sync.state.SyncState", "record_synced", 1),
@@ -244,23 +254,13 @@ CRASH_POINTS = {
 
 @pytest.mark.parametrize("point", list(CRASH_POINTS))
 def test_a_run_killed_at_any_commit_step_is_completed_exactly_once(lake, spark, monkeypatch, point):
-    global original
-    import importlib
-
-    module_path, attribute, number = CRASH_POINTS[point]
-    try:
-        target = importlib.import_module(module_path)
-    except ImportError:
-        module, _, cls = module_path.rpartition(".")
-        target = getattr(importlib.import_module(module), cls)
-    original = getattr(target, attribute)
     lake.archive([track("m1"), track("m2", revenue=1)])
-    monkeypatch.setattr(target, attribute, _fail_on_call(number))
+    kill_on_call(monkeypatch, *CRASH_POINTS[point])
     with pytest.raises(Killed):
         sync(lake, spark)
     monkeypatch.undo()
 
-    state = SyncState(lake.settings.lake.root, lake.source.id)
+    state = SyncState(LocalStorage(), lake.settings.lake.root, lake.source.id)
     again = sync(lake, spark)  # completes the interrupted run first; nothing is left to sync after it
     assert again.status == "Nothing to do"
     assert not state.pending() and len(state.synced_files()) == 1
@@ -283,10 +283,10 @@ def test_a_failed_run_commits_nothing_and_the_rerun_syncs_everything(lake, spark
 
     lake.archive([track("m1")])
 
-    def boom(self, *args, **kwargs):
+    def boom(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(job.SourceSync, "_write", boom)
+    monkeypatch.setattr(job, "write_tables", boom)
     failed = sync(lake, spark)
     assert failed.status == "Failed" and "disk on fire" in failed.error
     monkeypatch.undo()

@@ -7,8 +7,10 @@ from decimal import Decimal
 import orjson
 
 from eventlake.spec import enrich
+from eventlake.storage import LocalStorage
+from eventlake.sync.stage import DEDUPE, TABLE, VALUES, RunStage, StagedFile
 from eventlake.sync.transform import loads, parse_line
-from eventlake.sync.writer import cast_values, write_partition
+from eventlake.sync.write import cast_values, write_partition
 from eventlake.timestamps import parse_timestamp
 
 RECEIVED = parse_timestamp("2026-11-22T10:47:00.123Z")
@@ -90,23 +92,22 @@ def test_write_partition_writes_one_file_per_table_partition(tmp_path) -> None:
         ("identify", "2026-11-22", "10", "m2", received, '{"message_id": "m2", "traits_age": "old"}'),
         ("identify", "2026-11-22", "11", "m3", received, '{"message_id": "m3"}'),
     ]
-    records = list(
-        write_partition(0, rows, schemas=schemas, keys=("day", "hr"), stage=str(tmp_path), run_id="r1")
-    )
-    files = {(kind, values): count for kind, values, count, _ in records}
-    assert files == {
-        ("identify", ("2026-11-22", "10")): 2,
-        ("identify", ("2026-11-22", "11")): 1,
-        ("", ()): 1,
-    }
-    table = pq.read_table(tmp_path / "tables/identify/day=2026-11-22/hr=10/part-r1-00000.parquet")
+    stage = RunStage(tmp_path, "src1", "src1", "r1", ("day", "hr"))
+    records = list(write_partition(0, rows, schemas=schemas, stage=stage, storage=LocalStorage()))
+    name = "part-r1-00000.parquet"
+    assert records == [
+        StagedFile(TABLE, name, 2, "identify", ("2026-11-22", "10")),
+        StagedFile(TABLE, name, 1, "identify", ("2026-11-22", "11")),
+        StagedFile(DEDUPE, name, 3),
+        StagedFile(VALUES, "values-" + name, 1),
+    ]
+    table = pq.read_table(stage.staged(records[0]))
     assert table.to_pydict() == {"message_id": ["m1", "m2"], "traits_age": [3, None]}
-    quarantined = pq.read_table(tmp_path / "quarantine/values-part-r1-00000.parquet").to_pylist()
+    assert stage.final(records[0]) == tmp_path / (
+        "segment-data/data/src1/segment_type=identify/day=2026-11-22/hr=10/" + name
+    )
+    quarantined = pq.read_table(stage.staged(records[3])).to_pylist()
     assert [(q["message_id"], q["column_name"], q["raw_value"]) for q in quarantined] == [
         ("m2", "traits_age", "old")
     ]
-    assert pq.read_table(tmp_path / "dedupe/part-r1-00000.parquet").column("message_id").to_pylist() == [
-        "m1",
-        "m2",
-        "m3",
-    ]
+    assert pq.read_table(stage.staged(records[2])).column("message_id").to_pylist() == ["m1", "m2", "m3"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eventlake import layout
-from eventlake.durable import fsync_dir
+from eventlake.storage.local import fsync_dir
 
 _CHUNK = 1 << 20
 _GZIP_LEVEL = 6
@@ -44,8 +44,6 @@ class Segment:
 class SealResult:
     segment: Segment
     archive_path: Path | None  # None when nothing was written (empty, or sealed before)
-    bytes_in: int
-    already_sealed: bool = False
 
 
 def spool_segments(spool_dir: Path) -> list[Segment]:
@@ -68,18 +66,18 @@ def seal_segment(segment: Segment, lake_root: Path) -> SealResult:
     final = layout.archive_file(lake_root, segment.source_id, segment.day_ms, segment.name)
     if final.exists():
         _unlink(segment.path)
-        return SealResult(segment, None, 0, already_sealed=True)
+        return SealResult(segment, None)
     temp = layout.archive_temp_file(lake_root, segment.source_id, segment.day_ms, segment.name)
     final.parent.mkdir(parents=True, exist_ok=True)
     written = _gzip_complete_lines(segment.path, temp)
     if written == 0:
         _unlink(temp)
         _unlink(segment.path)
-        return SealResult(segment, None, 0)
+        return SealResult(segment, None)
     os.replace(temp, final)
     fsync_dir(final.parent)
     _unlink(segment.path)
-    return SealResult(segment, final, written)
+    return SealResult(segment, final)
 
 
 def _gzip_complete_lines(source: Path, target: Path) -> int:

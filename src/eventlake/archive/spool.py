@@ -13,7 +13,6 @@ second collector out of the same spool directory.
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import logging
 import os
@@ -37,7 +36,8 @@ from eventlake.archive.errors import (
     SpoolWriteError,
 )
 from eventlake.archive.seal import Segment, seal_segment, spool_segments
-from eventlake.durable import fsync_dir
+from eventlake.flock import LockFile
+from eventlake.storage.local import fsync_dir
 
 log = logging.getLogger("eventlake.archive")
 
@@ -101,7 +101,7 @@ class Spool:
         self.max_pending_bytes = max_pending_bytes
         self.max_spool_bytes = max_spool_bytes
         spool_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = _acquire_lock(spool_dir)
+        self._lock = _acquire_lock(spool_dir)
         self.process_token = secrets.token_hex(4)
         self._seq = itertools.count(1)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -178,7 +178,7 @@ class Spool:
             self._queue.put(_STOP)
         self._writer.join()
         self._sealer.join()
-        _release_lock(self._lock_fd)
+        self._lock.close()
 
     def stats(self) -> SpoolStats:
         with self._state:
@@ -384,21 +384,12 @@ def _close_quietly(fd: int) -> None:
         log.warning("closing a spool segment failed: %s", exc)
 
 
-def _acquire_lock(spool_dir: Path) -> int:
-    fd = os.open(layout.spool_lock_file(spool_dir), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        os.close(fd)
-        raise SpoolLockedError(spool_dir, holder) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
-def _release_lock(fd: int) -> None:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+def _acquire_lock(spool_dir: Path) -> LockFile:
+    """The spool's lock, held until :meth:`Spool.close`; refused at once if another collector has it."""
+    lock = LockFile(layout.spool_lock_file(spool_dir), mode=0o644)
+    if not lock.try_lock():
+        holder = lock.holder()
+        lock.close()
+        raise SpoolLockedError(spool_dir, holder)
+    lock.claim()
+    return lock

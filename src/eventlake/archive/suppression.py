@@ -14,9 +14,7 @@ re-reads it only when it changed: a running collector picks up a change within a
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -28,7 +26,8 @@ import orjson
 
 from eventlake import layout
 from eventlake.archive.errors import SuppressionError
-from eventlake.durable import write_atomic
+from eventlake.flock import LockFile
+from eventlake.storage import Storage, load_storage
 from eventlake.timestamps import format_timestamp, now_utc
 
 log = logging.getLogger("eventlake.archive")
@@ -48,22 +47,23 @@ class SuppressionList:
     def __init__(self, lake_root: Path, source_id: str) -> None:
         self.lake_root = lake_root
         self.source_id = source_id
+        self.storage = load_storage(lake_root)
         self.path = layout.suppression_file(lake_root, source_id)
 
     def users(self) -> list[SuppressedUser]:
         """Every suppressed user, sorted by userId."""
-        users = read_suppression_file(self.path)
+        users = read_suppression_file(self.storage, self.path)
         return [SuppressedUser(user_id, added_at) for user_id, added_at in sorted(users.items())]
 
     def user_ids(self) -> frozenset[str]:
-        return frozenset(read_suppression_file(self.path))
+        return frozenset(read_suppression_file(self.storage, self.path))
 
     def add(self, user_ids: Iterable[str], now: datetime | None = None) -> list[str]:
         """Suppress ``user_ids``; returns those that were not suppressed yet."""
         wanted = _checked(user_ids)
         added_at = format_timestamp(now or now_utc())
         with self._locked():
-            users = read_suppression_file(self.path)
+            users = read_suppression_file(self.storage, self.path)
             added = [user_id for user_id in wanted if user_id not in users]
             if added:
                 users.update(dict.fromkeys(added, added_at))
@@ -74,7 +74,7 @@ class SuppressionList:
         """Lift the suppression of ``user_ids``; returns those that were suppressed."""
         wanted = _checked(user_ids)
         with self._locked():
-            users = read_suppression_file(self.path)
+            users = read_suppression_file(self.storage, self.path)
             removed = [user_id for user_id in wanted if user_id in users]
             if removed:
                 for user_id in removed:
@@ -86,30 +86,27 @@ class SuppressionList:
     def _locked(self) -> Iterator[None]:
         lock_path = layout.suppression_lock_file(self.lake_root, self.source_id)
         try:
-            lock_path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            lock = LockFile(lock_path, mode=0o644)
         except OSError as exc:
             raise SuppressionError(lock_path, f"cannot open the lock file: {exc}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with lock:  # released at the end
+            lock.lock()
             yield
-        finally:
-            os.close(fd)  # releases the lock
 
     def _write(self, users: dict[str, str]) -> None:
         data = orjson.dumps(
             {"source_id": self.source_id, "users": dict(sorted(users.items()))}, option=orjson.OPT_INDENT_2
         )
         try:
-            write_atomic(self.path, data + b"\n")
+            self.storage.write(self.path, data + b"\n")
         except OSError as exc:
             raise SuppressionError(self.path, f"cannot write it: {exc}") from None
 
 
-def read_suppression_file(path: Path) -> dict[str, str]:
+def read_suppression_file(storage: Storage, path: Path) -> dict[str, str]:
     """userId -> added-at of a suppression file; empty when the file does not exist."""
     try:
-        data = path.read_bytes()
+        data = storage.read(path)
     except FileNotFoundError:
         return {}
     except OSError as exc:
@@ -153,6 +150,7 @@ class SuppressionCache:
 
     def __init__(self, lake_root: Path, interval: float = 1.0) -> None:
         self.lake_root = lake_root
+        self.storage = load_storage(lake_root)
         self.interval = interval
         self._cached: dict[str, _Cached] = {}
         self._lock = threading.Lock()
@@ -179,7 +177,9 @@ class SuppressionCache:
             cached.checked_at = now
             return cached.user_ids
         try:
-            user_ids = frozenset(read_suppression_file(path)) if signature is not None else frozenset()
+            user_ids = (
+                frozenset(read_suppression_file(self.storage, path)) if signature is not None else frozenset()
+            )
         except SuppressionError as exc:
             log.warning("%s (keeping the last suppression list read)", exc)
             user_ids = cached.user_ids if cached else frozenset()

@@ -103,7 +103,7 @@ def _load_hive(settings: Settings, session: Any) -> Catalog:
     from eventlake.catalog.hive import HiveCatalog
 
     if session is None:
-        from eventlake.catalog.session import spark_session
+        from eventlake.jvm.session import spark_session
 
         session = spark_session(settings, "eventlake-catalog")
     return HiveCatalog(session)

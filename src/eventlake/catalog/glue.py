@@ -60,19 +60,8 @@ class GlueError(EventLakeError):
     """Glue answered with an error eventlake does not expect."""
 
 
-def _error_code(exc: Exception) -> str:
-    response = getattr(exc, "response", None)
-    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
-
-
-def _translate(exc: Exception, doing: str) -> EventLakeError:
-    code = _error_code(exc)
-    if code in ("AccessDeniedException", "UnrecognizedClientException") or type(exc).__name__ in (
-        "NoCredentialsError",
-        "PartialCredentialsError",
-    ):
-        return PermissionsError(f"Glue refused {doing}: {exc}")
-    return GlueError(f"Glue failed {doing}: {exc}")
+# AWS's answer to an unknown access key: not in Glue's model, so the client has no class for it
+UNMODELED_DENIED_CODES = ("UnrecognizedClientException",)
 
 
 class GlueCatalog(Catalog):
@@ -101,23 +90,39 @@ class GlueCatalog(Catalog):
 
     # -- calls --------------------------------------------------------------------------------
 
-    def _call(self, operation: str, doing: str, ignore: tuple[str, ...] = (), **params: Any) -> Any:
+    def _translate(self, exc: Exception, doing: str) -> EventLakeError:
+        """A Glue or credentials error as eventlake's: refusals are :class:`PermissionsError`."""
+        from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
+
+        denied = (self.client.exceptions.AccessDeniedException, NoCredentialsError, PartialCredentialsError)
+        if isinstance(exc, denied) or (
+            isinstance(exc, ClientError)
+            and exc.response.get("Error", {}).get("Code") in UNMODELED_DENIED_CODES
+        ):
+            return PermissionsError(f"Glue refused {doing}: {exc}")
+        return GlueError(f"Glue failed {doing}: {exc}")
+
+    def _call(
+        self, operation: str, doing: str, ignore: tuple[type[Exception], ...] = (), **params: Any
+    ) -> Any:
+        """``client.<operation>(**params)``; None when it raises one of ``ignore`` (exception
+        classes of the client's model, e.g. ``self.client.exceptions.EntityNotFoundException``)."""
         if self.catalog_id:
             params["CatalogId"] = self.catalog_id
         try:
             return getattr(self.client, operation)(**params)
+        except ignore:
+            return None
+        except EventLakeError:
+            raise
         except Exception as exc:
-            if _error_code(exc) in ignore:
-                return None
-            if isinstance(exc, EventLakeError):
-                raise
-            raise _translate(exc, doing) from exc
+            raise self._translate(exc, doing) from exc
 
     def _get_table(self, database: str, table: str) -> dict[str, Any] | None:
         answer = self._call(
             "get_table",
             f"reading table {database}.{table}",
-            ignore=("EntityNotFoundException",),
+            ignore=(self.client.exceptions.EntityNotFoundException,),
             DatabaseName=database,
             Name=table,
         )
@@ -130,10 +135,10 @@ class GlueCatalog(Catalog):
         try:
             for page in self.client.get_paginator(operation).paginate(**params):
                 items.extend(page[key])
+        except self.client.exceptions.EntityNotFoundException:
+            return []
         except Exception as exc:
-            if _error_code(exc) == "EntityNotFoundException":
-                return []
-            raise _translate(exc, doing) from exc
+            raise self._translate(exc, doing) from exc
         return items
 
     # -- the interface ------------------------------------------------------------------------
@@ -142,7 +147,7 @@ class GlueCatalog(Catalog):
         self._call(
             "create_database",
             f"creating database {name}",
-            ignore=("AlreadyExistsException",),
+            ignore=(self.client.exceptions.AlreadyExistsException,),
             DatabaseInput={"Name": name, "Description": "eventlake source database"},
         )
 
@@ -162,7 +167,7 @@ class GlueCatalog(Catalog):
         self._call(
             "create_table",
             f"creating table {spec.qualified}",
-            ignore=("AlreadyExistsException",),
+            ignore=(self.client.exceptions.AlreadyExistsException,),
             DatabaseName=spec.database,
             TableInput={
                 "Name": spec.name,
@@ -211,7 +216,12 @@ class GlueCatalog(Catalog):
             params: dict[str, Any] = {"DatabaseName": database, "TableInput": table_input}
             if found.get("VersionId"):
                 params["VersionId"] = found["VersionId"]  # fails if someone updated it meanwhile
-            answer = self._call("update_table", doing, ignore=("ConcurrentModificationException",), **params)
+            answer = self._call(
+                "update_table",
+                doing,
+                ignore=(self.client.exceptions.ConcurrentModificationException,),
+                **params,
+            )
             if answer is not None:
                 return
         raise GlueError(f"{doing}: the table keeps changing concurrently")
@@ -261,7 +271,7 @@ class GlueCatalog(Catalog):
         self._call(
             "delete_table",
             f"dropping table {database}.{table}",
-            ignore=("EntityNotFoundException",),
+            ignore=(self.client.exceptions.EntityNotFoundException,),
             DatabaseName=database,
             Name=table,
         )
@@ -272,7 +282,7 @@ class GlueCatalog(Catalog):
         self._call(
             "delete_database",
             f"dropping database {database}",
-            ignore=("EntityNotFoundException",),
+            ignore=(self.client.exceptions.EntityNotFoundException,),
             Name=database,
         )
 

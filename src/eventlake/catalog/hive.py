@@ -1,6 +1,6 @@
 """The Hive metastore catalog, driven through Spark SQL DDL.
 
-The session decides which metastore that is (see :mod:`eventlake.catalog.metastore`): embedded
+The session decides which metastore that is (see :mod:`eventlake.jvm.metastore`): embedded
 Derby, the project's metastore service, a PostgreSQL/MariaDB database, or any thrift URI.
 """
 

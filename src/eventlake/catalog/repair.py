@@ -10,89 +10,18 @@ engine reads the same files to query the lake without any metastore.
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from eventlake import layout
+from eventlake import layout, progress
 from eventlake.catalog.base import Catalog, Column, TableSpec, load_catalog
+from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import Settings
-from eventlake.errors import EventLakeError, UsageError
-
-Say = Callable[[str], None]
-
-
-class SchemaFileError(EventLakeError):
-    """A schema file that cannot be read."""
-
-    code = "internal_error"
-
-    def __init__(self, path: Path, problem: str) -> None:
-        super().__init__(f"schema file {path}: {problem}", path=str(path), problem=problem)
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def schemas_root(lake: Path) -> Path:
-    """``segment-data/_state/schemas`` (``layout.schema_file`` names the files in it)."""
-    return layout.schema_file(lake, "_", "_").parent.parent
-
-
-def resolve_location(lake: Path, location: str) -> str:
-    """Where a table's files are in *this* lake: a recorded local location is re-anchored on the
-    current lake root (from its ``segment-data/`` on) when that place exists, so a lake moved,
-    copied or mounted elsewhere is read where it is now; otherwise the recorded location. URIs
-    (``s3a://...``) are returned as they are.
-
-    >>> resolve_location(Path("/new/lake"), "s3a://bucket/lake/segment-data/data/x")
-    's3a://bucket/lake/segment-data/data/x'
-    >>> resolve_location(Path("/new/lake"), "/gone/lake/segment-data/data/x")  # /new/lake is empty
-    '/gone/lake/segment-data/data/x'
-    """
-    if "://" in location:
-        return location
-    parts = Path(location).parts
-    if layout.DATA not in parts:
-        return location
-    here = lake.joinpath(*parts[len(parts) - 1 - parts[::-1].index(layout.DATA) :])
-    return str(here) if here.exists() else location
-
-
-def read_schema_file(path: Path, lake: Path) -> TableSpec:
-    """The table a schema file describes, with its location resolved against ``lake``."""
-    try:
-        doc: dict[str, Any] = orjson.loads(path.read_bytes())
-        # optional: a table that is not Parquet in Hive's key=value folders says so
-        optional = {key: doc[key] for key in ("format", "partition_path") if doc.get(key)}
-        return TableSpec(
-            database=doc["database"],
-            name=doc["table"],
-            columns=tuple((c["name"], c["type"]) for c in doc["columns"]),
-            partition_keys=tuple(doc["partition_keys"]),
-            location=resolve_location(lake, doc["location"]),
-            **optional,
-        )
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        raise SchemaFileError(path, f"{type(exc).__name__}: {exc}") from None
-
-
-def read_schema_files(lake: Path, databases: Collection[str] | None = None) -> list[TableSpec]:
-    """Every table of the lake (or of ``databases``), sorted by database and name."""
-    root = schemas_root(lake)
-    if not root.is_dir():
-        return []
-    specs = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        if databases is not None and folder.name not in databases:
-            continue
-        specs += [read_schema_file(path, lake) for path in sorted(folder.glob("*.json"))]
-    return specs
+from eventlake.errors import UsageError
+from eventlake.progress import Say
+from eventlake.storage import load_storage
 
 
 def partition_template(spec: TableSpec) -> str:
@@ -180,7 +109,7 @@ def repair_catalog(
     *,
     tables: Sequence[TableSpec] = (),
     spark: Any = None,
-    say: Say = _say,
+    say: Say = progress.say,
 ) -> RepairResult:
     """Recreate databases, tables, columns and partitions of the given sources (default: every
     table that has a schema file) in the configured catalog. Idempotent: what exists is kept.
@@ -190,34 +119,32 @@ def repair_catalog(
     from the settings and stopped at the end.
     """
     lake = settings.lake.root
-    databases = {settings.catalog.database_prefix + settings.source(s).database for s in slugs} or None
-    specs = read_schema_files(lake, databases)
+    databases = {settings.database_name(settings.source(s)) for s in slugs} or None
+    specs = read_schema_files(load_storage(lake), lake, databases)
     if not specs:
         raise UsageError(
-            f"no schema files under {schemas_root(lake)}"
+            f"no schema files under {layout.schemas_root(lake)}"
             + (f" for database {', '.join(sorted(databases))}" if databases else "")
             + ": nothing to repair (they are written by `eventlake sync`)"
         )
-    own = spark is None and settings.catalog.kind == "hive"  # the other back ends need no Spark
-    if own:
-        from eventlake.catalog.session import spark_session
+    if settings.catalog.kind != "hive":  # the other back ends need no Spark
+        return _repair(load_catalog(settings, spark), [*specs, *tables], say)
+    from eventlake.jvm.session import owned_session
 
-        say("starting Spark ...")
-        spark = spark_session(settings, "eventlake-catalog-repair")
-    try:
-        catalog = load_catalog(settings, spark)
-        repaired = []
-        for spec in [*specs, *tables]:
-            table = repair_table(catalog, spec)
-            added = ", ".join(n for n, _ in table.columns_added)
-            say(
-                f"{spec.qualified}: {'created' if table.created else 'present'}, "
-                f"{table.partitions} partitions"
-                + (f", columns added: {added}" if added else "")
-                + (f"; {table.notice}" if table.notice else "")
-            )
-            repaired.append(table)
-        return RepairResult(tuple(repaired))
-    finally:
-        if own:
-            spark.stop()
+    with owned_session(settings, "eventlake-catalog-repair", spark, say) as session:
+        return _repair(load_catalog(settings, session), [*specs, *tables], say)
+
+
+def _repair(catalog: Catalog, specs: Sequence[TableSpec], say: Say) -> RepairResult:
+    repaired = []
+    for spec in specs:
+        table = repair_table(catalog, spec)
+        added = ", ".join(n for n, _ in table.columns_added)
+        say(
+            f"{spec.qualified}: {'created' if table.created else 'present'}, "
+            f"{table.partitions} partitions"
+            + (f", columns added: {added}" if added else "")
+            + (f"; {table.notice}" if table.notice else "")
+        )
+        repaired.append(table)
+    return RepairResult(tuple(repaired))

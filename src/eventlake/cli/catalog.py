@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from eventlake.cli.main import Context, cli, handle_errors, pass_context
+from eventlake.cli.render import format_option, render
 
 
 @cli.group()
@@ -16,9 +17,7 @@ def catalog() -> None:
 @click.option(
     "--source", "sources_", multiple=True, metavar="SLUG", help="Only this source's database (repeatable)."
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
-)
+@format_option
 @pass_context
 @handle_errors
 def catalog_repair(ctx: Context, sources_: tuple[str, ...], fmt: str) -> None:
@@ -31,7 +30,6 @@ def catalog_repair(ctx: Context, sources_: tuple[str, ...], fmt: str) -> None:
       eventlake catalog repair --source web --format json
     """
     from eventlake.catalog.repair import repair_catalog
-    from eventlake.cli.render import render
     from eventlake.sync.report import reports_table
 
     settings = ctx.settings()

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from eventlake import __version__
+from eventlake.cli.render import format_option, render
 from eventlake.config import DATE_PARTITIONS, Settings, add_source, load_settings, write_initial_config
 from eventlake.errors import EventLakeError
 
@@ -130,9 +131,7 @@ def sources_add(
 
 
 @sources.command("list")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
-)
+@format_option
 @pass_context
 @handle_errors
 def sources_list(ctx: Context, fmt: str) -> None:
@@ -142,8 +141,6 @@ def sources_list(ctx: Context, fmt: str) -> None:
     Example:
       eventlake sources list --format json
     """
-    from eventlake.cli.render import render
-
     rows = [
         {
             "slug": s.slug,
@@ -181,9 +178,7 @@ def serve(ctx: Context, host: str | None, port: int | None) -> None:
     "--source", "sources_", multiple=True, metavar="SLUG", help="Sync only this source (repeatable)."
 )
 @click.option("--no-wait", is_flag=True, help="Exit at once if a sync of the same source is running.")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
-)
+@format_option
 @pass_context
 @handle_errors
 def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> None:
@@ -196,7 +191,6 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> No
       eventlake sync
       eventlake sync --source web --format json
     """
-    from eventlake.cli.render import render
     from eventlake.sync import SKIPPED, SyncBusyError, run_sync
 
     results = run_sync(ctx.settings(), sources_, wait=not no_wait)
@@ -231,9 +225,7 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> No
 
 @cli.command()
 @click.argument("query")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
-)
+@format_option
 @click.option(
     "--engine",
     type=click.Choice(["spark", "duckdb"]),
@@ -256,7 +248,6 @@ def sql(ctx: Context, query: str, fmt: str, engine: str) -> None:
       eventlake sql --format json "SELECT count(*) AS n FROM web.identify"
       eventlake sql --engine duckdb "SELECT day, count(*) AS n FROM web.page GROUP BY day"
     """
-    from eventlake.cli.render import render
     from eventlake.query import run_query
 
     result = run_query(ctx.settings(), query, engine)
@@ -267,9 +258,7 @@ def sql(ctx: Context, query: str, fmt: str, engine: str) -> None:
 @click.option("--source", help="Only this source's runs.")
 @click.option("--limit", default=100, show_default=True, help="How many runs to show.")
 @click.option("--health", is_flag=True, help="Synced rows per day for the last 30 days instead.")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
-)
+@format_option
 @pass_context
 @handle_errors
 def reports(ctx: Context, source: str | None, limit: int, health: bool, fmt: str) -> None:
@@ -280,7 +269,6 @@ def reports(ctx: Context, source: str | None, limit: int, health: bool, fmt: str
       eventlake reports --source web --limit 10
       eventlake reports --health
     """
-    from eventlake.cli.render import render
     from eventlake.reports import HEALTH_COLUMNS, RUN_COLUMNS, daily_health, run_history
 
     if health:

@@ -23,7 +23,7 @@ def metastore(ctx: Context, port: int) -> None:
     Example:
       eventlake metastore --port 9083
     """
-    from eventlake.catalog.service import run_metastore
+    from eventlake.jvm.service import run_metastore
 
     settings = ctx.settings()
     if settings.catalog.kind != "hive":

@@ -9,7 +9,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import click
 import orjson
+
+FORMATS = ("table", "json", "csv")
+
+# the option of every command that renders rows: ``fmt`` is one of FORMATS, for :func:`render`
+format_option = click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True
+)
 
 
 def _json_default(value: Any) -> Any:

@@ -29,16 +29,13 @@ def set_type(ctx: Context, table: str, column: str, type_: str) -> None:
     Example:
       eventlake schema set-type web.track_order_completed properties_revenue "decimal(38,6)"
     """
-    from eventlake.catalog.session import spark_session
-    from eventlake.sync import say_progress
+    from eventlake.jvm.session import owned_session
+    from eventlake.progress import say
     from eventlake.sync.retype import set_column_type
 
     settings = ctx.settings()
-    spark = spark_session(settings, "eventlake-schema")
-    try:
-        result = set_column_type(settings, spark, table, column, type_, say_progress)
-    finally:
-        spark.stop()
+    with owned_session(settings, "eventlake-schema") as spark:
+        result = set_column_type(settings, spark, table, column, type_, say)
     click.echo(
         f"{result.table}.{result.column}: {result.old_type} -> {result.new_type}; "
         f"{result.files_rewritten} files rewritten, {result.values_quarantined} values quarantined"

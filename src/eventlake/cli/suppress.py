@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from eventlake.cli.main import Context, cli, handle_errors, pass_context
+from eventlake.cli.render import format_option, render
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 
@@ -87,9 +88,7 @@ def _change(
 
 @suppress.command("list")
 @click.option("--source", "slug", metavar="SLUG", help=_SOURCE_HELP)
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
-)
+@format_option
 @pass_context
 @handle_errors
 def suppress_list(ctx: Context, slug: str | None, fmt: str) -> None:
@@ -99,7 +98,6 @@ def suppress_list(ctx: Context, slug: str | None, fmt: str) -> None:
     Example:
       eventlake suppress list --source web --format json
     """
-    from eventlake.cli.render import render
 
     settings = ctx.settings()
     source = _source(settings, slug)

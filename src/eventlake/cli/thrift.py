@@ -24,6 +24,6 @@ def thrift(ctx: Context, host: str, port: int) -> None:
       eventlake thrift --port 10000
       beeline -u jdbc:hive2://127.0.0.1:10000/default -e "SHOW DATABASES"
     """
-    from eventlake.catalog.thriftserver import run_thrift_server
+    from eventlake.jvm.thriftserver import run_thrift_server
 
     sys.exit(run_thrift_server(ctx.settings(), host, port))

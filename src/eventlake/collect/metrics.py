@@ -1,17 +1,21 @@
 """The collector's counters and their Prometheus text exposition (``GET /metrics``).
 
-Hand-written exposition format 0.0.4: counters, gauges and one histogram, no client library.
-Everything is counted in the event loop's thread, so plain integers suffice; the spool's own
-counters come from :meth:`eventlake.archive.Spool.stats` when the page is rendered.
+Everything is counted in the event loop's thread, so plain integers suffice: the hot path pays no
+lock (prometheus-client's own counters take one per increment). ``prometheus-client`` only renders
+them, at scrape time (text format 0.0.4), through a collector that turns them into metric families;
+the spool's own counters come from :meth:`eventlake.archive.Spool.stats` when the page is rendered.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.utils import floatToGoString
 
 from eventlake.archive import SpoolStats
 
@@ -100,19 +104,22 @@ class CollectorMetrics:
         self.rejected[(status, code)] += 1
 
     def render(self, spool: SpoolStats) -> bytes:
-        out: list[str] = []
-        family = functools.partial(_family, out)
-        family(
+        """The Prometheus text exposition (format 0.0.4) of these counters and ``spool``'s."""
+        return generate_latest(_Scrape(self, spool))
+
+    def families(self, spool: SpoolStats) -> Iterator[Metric]:
+        """Every metric family, with the values of now."""
+        yield _counter(
             "eventlake_requests_total",
-            "counter",
             "Tracking API requests, by HTTP status.",
-            [({"status": str(status)}, n) for status, n in sorted(self.requests.items())],
+            ("status",),
+            {(str(status),): n for status, n in sorted(self.requests.items())},
         )
-        family(
+        yield _counter(
             "eventlake_requests_rejected_total",
-            "counter",
             "Requests answered with an error, by HTTP status and error code (nothing of them is stored).",
-            [({"status": str(s), "code": c}, n) for (s, c), n in sorted(self.rejected.items())],
+            ("status", "code"),
+            {(str(s), c): n for (s, c), n in sorted(self.rejected.items())},
         )
         by_source = [
             (
@@ -132,61 +139,55 @@ class CollectorMetrics:
             ),
         ]
         for name, counter, help_text in by_source:
-            family(name, "counter", help_text, [({"source": k}, n) for k, n in sorted(counter.items())])
-        family(
+            yield _counter(name, help_text, ("source",), {(k,): n for k, n in sorted(counter.items())})
+        yield _counter(
             "eventlake_messages_invalid_total",
-            "counter",
             "Acknowledged messages that fail validation, by source and reason (archived; the sync "
             "quarantines them).",
-            [({"source": k, "reason": r}, n) for (k, r), n in sorted(self.invalid.items())],
+            ("source", "reason"),
+            dict(sorted(self.invalid.items())),
         )
-        singles = [
-            (
-                "eventlake_received_bytes_total",
-                "counter",
-                "Request body bytes received.",
-                self.received_bytes,
-            ),
-            (
-                "eventlake_client_metrics_requests_total",
-                "counter",
-                "analytics.js telemetry posts to /v1/m (answered, not stored).",
-                self.client_metrics,
-            ),
-        ]
-        singles += [(name, kind, help_text, getattr(spool, attr)) for name, kind, help_text, attr in _SPOOL]
-        for name, kind, help_text, value in singles:
-            family(name, kind, help_text, [({}, value)])
-        self._render_latency(out)
-        return ("\n".join(out) + "\n").encode()
+        yield CounterMetricFamily(
+            "eventlake_received_bytes_total", "Request body bytes received.", value=self.received_bytes
+        )
+        yield CounterMetricFamily(
+            "eventlake_client_metrics_requests_total",
+            "analytics.js telemetry posts to /v1/m (answered, not stored).",
+            value=self.client_metrics,
+        )
+        for name, kind, help_text, attr in _SPOOL:
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            yield family(name, help_text, value=getattr(spool, attr))
+        yield self._latency()
 
-    def _render_latency(self, out: list[str]) -> None:
-        name = "eventlake_request_duration_seconds"
-        _family(out, name, "histogram", "Time from a request's arrival to its answer, /v1/* endpoints.", [])
-        cumulative = 0
-        for bound, count in zip(LATENCY_BUCKETS, self._bucket_counts, strict=False):
+    def _latency(self) -> HistogramMetricFamily:
+        cumulative, buckets = 0, []
+        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), self._bucket_counts, strict=True):
             cumulative += count
-            out.append(f'{name}_bucket{{le="{bound}"}} {cumulative}')
-        cumulative += self._bucket_counts[-1]
-        out.append(f'{name}_bucket{{le="+Inf"}} {cumulative}')
-        out.append(f"{name}_sum {self._latency_sum:.6f}")
-        out.append(f"{name}_count {cumulative}")
+            buckets.append((floatToGoString(bound), cumulative))
+        return HistogramMetricFamily(
+            "eventlake_request_duration_seconds",
+            "Time from a request's arrival to its answer, /v1/* endpoints.",
+            buckets=buckets,
+            sum_value=self._latency_sum,
+        )
 
 
-def _family(
-    out: list[str], name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]
-) -> None:
-    out.append(f"# HELP {name} {help_text}")
-    out.append(f"# TYPE {name} {kind}")
-    for labels, value in samples:
-        out.append(f"{name}{_labels(labels)} {value}")
+class _Scrape:
+    """One scrape as a prometheus-client collector: the families of ``metrics`` and ``spool``."""
+
+    def __init__(self, metrics: CollectorMetrics, spool: SpoolStats) -> None:
+        self.metrics = metrics
+        self.spool = spool
+
+    def collect(self) -> Iterator[Metric]:
+        return self.metrics.families(self.spool)
 
 
-def _labels(labels: dict[str, str]) -> str:
-    if not labels:
-        return ""
-    return "{" + ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items()) + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def _counter(
+    name: str, help_text: str, labels: tuple[str, ...], samples: Mapping[tuple[str, ...], float]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, help_text, labels=labels)
+    for values, value in samples.items():
+        family.add_metric(values, value)
+    return family

@@ -10,6 +10,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from eventlake.config.jdbc import JDBC_DRIVERS
 from eventlake.config.settings import (
     DATE_PARTITIONS,
     FILL_IP_MODES,
@@ -23,6 +24,7 @@ from eventlake.config.settings import (
     SyncSettings,
 )
 from eventlake.errors import ConfigError
+from eventlake.storage import load_storage, storage_scheme
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -40,7 +42,7 @@ SOURCE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 CATALOG_KINDS = ("hive", "glue")
 THRIFT_URI = re.compile(r"^thrift://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
 JDBC_URL = re.compile(r"^jdbc:([a-z0-9]+):")
-JDBC_KNOWN = ("postgresql", "mariadb", "mysql")  # drivers eventlake finds by itself (Debian's jars)
+JDBC_KNOWN = tuple(JDBC_DRIVERS)  # drivers eventlake finds by itself (Debian's jars)
 AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
 HIVE_ONLY = ("uri", "jdbc_url", "user", "password", "jdbc_driver_jar", "jdbc_driver_class")
 GLUE_ONLY = ("region", "endpoint_url", "catalog_id")
@@ -88,8 +90,11 @@ def parse_settings(raw: Mapping[str, Any], config_path: Path) -> Settings:
     base = config_path.parent
     lake_raw = _table(raw, "lake")
     _reject_unknown("lake", lake_raw, {"root", "state_dir"})
+    root = _typed("lake.root", lake_raw.get("root", "lake"), str)
+    if storage_scheme(root) != "file":
+        load_storage(root)  # refuses, naming the setting, until the scheme has a back end
     lake = LakeSettings(
-        root=_path(base, _typed("lake.root", lake_raw.get("root", "lake"), str)),
+        root=_path(base, root),
         state_dir=_path(base, _typed("lake.state_dir", lake_raw.get("state_dir", ".eventlake"), str)),
     )
     sections = {name: _section(name, cls, _table(raw, name)) for name, cls in _SIMPLE_SECTIONS.items()}

@@ -92,6 +92,11 @@ class SourceSettings:
     dedupe_window_days: int = 7
     fill_ip: str = "auto"  # context.ip from the request: auto (browser/mobile messages), always, never
 
+    @property
+    def dir_name(self) -> str:
+        """The source's folder under ``segment-data/data``: its id, or its slug when partitioned by slug."""
+        return self.slug if self.partition_by_slug else self.id
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -111,6 +116,16 @@ class Settings:
 
         known = ", ".join(s.slug for s in self.sources) or "none configured"
         raise UsageError(f"unknown source {slug!r} (known: {known}; add one with `eventlake sources add`)")
+
+    def database_name(self, source: SourceSettings) -> str:
+        """The catalog database of a source's tables: ``catalog.database_prefix`` + its database."""
+        return self.catalog.database_prefix + source.database
+
+    def source_by_database(self, database: str) -> SourceSettings | None:
+        for source in self.sources:
+            if self.database_name(source) == database:
+                return source
+        return None
 
     def source_by_write_key(self, write_key: str) -> SourceSettings | None:
         for source in self.sources:

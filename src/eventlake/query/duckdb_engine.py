@@ -18,10 +18,11 @@ from pathlib import Path
 import duckdb
 
 from eventlake.catalog.base import TableSpec
-from eventlake.catalog.repair import read_schema_files
+from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import Settings
 from eventlake.query.dialect import spark_to_duckdb
 from eventlake.query.engine import QueryError, QueryResult, first_line
+from eventlake.storage import load_storage
 
 # eventlake's column types (eventlake.schema.types) and a few more Spark names, as DuckDB types
 _TYPES = {
@@ -101,7 +102,11 @@ def tables_named_in(sql: str, specs: list[TableSpec]) -> list[TableSpec]:
 def connect(settings: Settings, sql: str = "") -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB in UTC with a view per lake table named in ``sql`` (every table when
     ``sql`` is empty), in a schema per database."""
-    specs = [s for s in read_schema_files(settings.lake.root) if s.format == "parquet"]
+    specs = [
+        s
+        for s in read_schema_files(load_storage(settings.lake.root), settings.lake.root)
+        if s.format == "parquet"
+    ]
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
@@ -127,7 +132,9 @@ def run_duckdb(settings: Settings, sql: str) -> QueryResult:
         return QueryResult.of(columns, cursor.fetchall())
     except duckdb.Error as exc:
         hint = ""
-        if isinstance(exc, duckdb.CatalogException) and not read_schema_files(settings.lake.root):
+        if isinstance(exc, duckdb.CatalogException) and not read_schema_files(
+            load_storage(settings.lake.root), settings.lake.root
+        ):
             hint = (
                 f" (no table has a schema file under {settings.lake.root} yet: `eventlake sync` writes them)"
             )

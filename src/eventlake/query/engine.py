@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eventlake.config import Settings
-from eventlake.errors import DependencyError, EventLakeError, UsageError
+from eventlake.errors import EventLakeError, UsageError
 
 
 class QueryError(EventLakeError):
@@ -55,35 +55,31 @@ def as_utc(value: Any) -> Any:
 def _spark(settings: Settings, sql: str, spark: Any = None) -> QueryResult:
     from pyspark.errors import PySparkException
 
-    from eventlake.catalog.session import spark_session
+    from eventlake.jvm.session import owned_session
 
-    own = spark is None
-    spark = spark or spark_session(settings, "eventlake-sql")
-    try:
-        frame = spark.sql(sql)
-        columns = tuple(frame.columns)
-        return QueryResult.of(columns, frame.toLocalIterator())
-    except PySparkException as exc:
-        raise QueryError(f"query failed: {first_line(exc)}") from None
-    finally:
-        if own:
-            spark.stop()
+    with owned_session(settings, "eventlake-sql", spark) as session:
+        try:
+            frame = session.sql(sql)
+            return QueryResult.of(tuple(frame.columns), frame.toLocalIterator())
+        except PySparkException as exc:
+            raise QueryError(f"query failed: {first_line(exc)}") from None
 
 
-def _duckdb(settings: Settings, sql: str, spark: Any = None) -> QueryResult:
+def _duckdb(settings: Settings, sql: str) -> QueryResult:
     """DuckDB in-process over the Parquet files and the schema files: no JVM, no metastore."""
-    try:
-        from eventlake.query.duckdb_engine import run_duckdb
-    except ImportError as exc:  # pragma: no cover - duckdb is a core dependency
-        raise DependencyError(f"the duckdb engine needs {exc.name}: pip install duckdb") from None
+    from eventlake.query.duckdb_engine import run_duckdb
+
     return run_duckdb(settings, sql)
 
 
-ENGINES: dict[str, Callable[..., QueryResult]] = {"spark": _spark, "duckdb": _duckdb}
+ENGINES: dict[str, Callable[[Settings, str], QueryResult]] = {"spark": _spark, "duckdb": _duckdb}
 
 
 def run_query(settings: Settings, sql: str, engine: str = "spark", spark: Any = None) -> QueryResult:
-    """The rows of ``sql`` on ``engine`` (see ``ENGINES``); ``spark`` reuses an existing session."""
+    """The rows of ``sql`` on ``engine`` (see ``ENGINES``); ``spark`` reuses an existing session
+    (the spark engine's; the others have none)."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; available: {', '.join(ENGINES)}")
-    return ENGINES[engine](settings, sql, spark)
+    if engine == "spark":
+        return _spark(settings, sql, spark)
+    return ENGINES[engine](settings, sql)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from eventlake import layout
 from eventlake.config import Settings
+from eventlake.storage import load_storage
+from eventlake.sync.report import read_report_rows, report_files
 from eventlake.timestamps import now_utc
 
 RUN_COLUMNS = (
@@ -32,10 +32,6 @@ RUN_COLUMNS = (
 HEALTH_COLUMNS = ("day", "source", "runs", "failed_runs", "rows", "duplicates_dropped", "rejected")
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
-
-
 def _status(rows: list[dict[str, Any]]) -> str:
     tables = [r for r in rows if r["type"] == "event"]
     failed = [r for r in tables if r["status"] == "failed"]
@@ -47,9 +43,10 @@ def _status(rows: list[dict[str, Any]]) -> str:
 def _runs(settings: Settings, source: str | None) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """Each run's ``source`` row and its ``event`` rows, from the report files."""
     wanted = settings.source(source).id if source else None
-    for path in layout.reports_root(settings.lake.root).glob("day=*/source=*/run_id=*/" + layout.REPORT_FILE):
+    storage = load_storage(settings.lake.root)
+    for path in report_files(storage, settings.lake.root):
         try:
-            rows = _read(path)
+            rows = read_report_rows(storage, path)
         except (OSError, orjson.JSONDecodeError) as exc:
             print(f"warning: skipping unreadable report {path}: {exc}", file=sys.stderr)
             continue
@@ -63,7 +60,7 @@ def run_history(settings: Settings, source: str | None = None, limit: int = 100)
     ids = {s.id: s.slug for s in settings.sources}
     runs = []
     for head, rows in _runs(settings, source):
-        tables = [r for r in rows if r["type"] == "event"]
+        tables = [r for r in rows if r["type"] == "event" and r["status"] != "failed"]
         runs.append(
             {
                 "start_time": head["start_time"],

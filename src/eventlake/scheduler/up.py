@@ -1,7 +1,7 @@
 """The collector in this process, syncs in child processes on a schedule.
 
 On the embedded Derby metastore, ``up`` first starts the project's metastore service (a Hive
-metastore JVM over Derby, see :mod:`eventlake.catalog.service`) and keeps it while it runs: the
+metastore JVM over Derby, see :mod:`eventlake.jvm.service`) and keeps it while it runs: the
 syncs, and any ``eventlake sql``, ``sync`` or ``thrift`` started meanwhile from other processes,
 connect to it instead of opening Derby, so they all work at the same time.
 
@@ -20,11 +20,9 @@ import sys
 import threading
 import time
 
-from eventlake.catalog.service import SharedMetastore
 from eventlake.collect import run_collector
 from eventlake.config import Settings
-
-STOP_GRACE_SECONDS = 10.0
+from eventlake.jvm.service import STOP_GRACE_SECONDS, SharedMetastore
 
 
 class SyncScheduler:

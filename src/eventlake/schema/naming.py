@@ -20,6 +20,8 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from eventlake.message_types import MESSAGE_TYPES
+
 __all__ = [
     "MAX_COLUMN_NAME_LENGTH",
     "MAX_SEGMENT_TYPE_LENGTH",
@@ -34,7 +36,6 @@ __all__ = [
 
 MAX_COLUMN_NAME_LENGTH = 250  # Glue's limit
 MAX_SEGMENT_TYPE_LENGTH = 200
-MESSAGE_TYPES = ("track", "identify", "page", "screen", "group", "alias")
 
 _SAFE = re.compile(r"[a-z0-9_]+")
 _HASH_CHARS = 8

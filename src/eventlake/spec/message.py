@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from eventlake.message_types import MESSAGE_TYPES
 from eventlake.timestamps import format_timestamp, parse_timestamp
 
-MESSAGE_TYPES = ("track", "identify", "page", "screen", "group", "alias")
 MAX_MESSAGE_ID = 100
 
 # URL path name -> message type; None for batch endpoints. analytics.js uses the one-letter names.

@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Sequence
 
 from eventlake.config import Settings
 from eventlake.errors import UsageError
+from eventlake.progress import Say, say
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.report import SyncResult, TableResult
-
-_STARTED = time.monotonic()
-
-
-def say_progress(line: str) -> None:
-    """Progress on stderr, with the seconds since the process started."""
-    print(f"[{time.monotonic() - _STARTED:6.1f}s] {line}", file=sys.stderr, flush=True)
-
 
 SKIPPED = "Skipped: already running"
 
 
 def run_sync(
-    settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, say=say_progress
+    settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, say: Say = say
 ) -> list[SyncResult]:
     """Sync the given sources (default: all) once; a failed source does not stop the others.
 
@@ -31,49 +22,28 @@ def run_sync(
     from the settings and stopped at the end.
     """
     from eventlake.catalog import load_catalog
-    from eventlake.catalog.session import spark_session
+    from eventlake.jvm.session import owned_session
+    from eventlake.storage import load_storage
     from eventlake.sync.job import SourceSync
 
     sources = [settings.source(slug) for slug in slugs] if slugs else list(settings.sources)
     if not sources:
         raise UsageError("no sources configured: add one with `eventlake sources add SLUG`")
-    own = spark is None
-    if own:
-        say("starting Spark ...")
-        spark = spark_session(settings, "eventlake-sync")
+    storage = load_storage(settings.lake.root)
     results: list[SyncResult] = []
-    try:
+    with owned_session(settings, "eventlake-sync", spark, say) as spark:
         catalog = load_catalog(settings, spark)
         for source in sources:
             try:
                 with source_lock(settings.lake.root, source.slug, source.id, wait, say):
-                    results.append(SourceSync(spark, catalog, settings, source, say).run())
+                    results.append(SourceSync(spark, catalog, storage, settings, source, say).run())
             except SyncBusyError as exc:  # --no-wait: leave it to the running sync
                 say(f"{source.slug}: {exc}")
-                results.append(_failed(source.slug, source.id, exc, status=SKIPPED))
+                results.append(SyncResult.failure(source.slug, source.id, exc, status=SKIPPED))
             except Exception as exc:  # reported by the job; go on with the next source
                 say(f"{source.slug}: sync failed: {type(exc).__name__}: {exc}")
-                results.append(_failed(source.slug, source.id, exc))
-    finally:
-        if own:
-            spark.stop()
+                results.append(SyncResult.failure(source.slug, source.id, exc))
     return results
-
-
-def _failed(slug: str, source_id: str, exc: Exception, status: str = "Failed") -> SyncResult:
-    from eventlake.timestamps import now_utc
-
-    now = now_utc()
-    return SyncResult(
-        slug,
-        source_id,
-        "",
-        status,
-        now,
-        now,
-        error=f"{type(exc).__name__}: {exc}"[:500],
-        error_code=getattr(exc, "code", "internal_error"),
-    )
 
 
 __all__ = ["SKIPPED", "SyncBusyError", "SyncResult", "TableResult", "run_sync"]

@@ -11,8 +11,9 @@ import orjson
 
 from eventlake import layout
 from eventlake.catalog import TableSpec
-from eventlake.durable import write_atomic
-from eventlake.timestamps import format_timestamp
+from eventlake.errors import EventLakeError
+from eventlake.storage import Storage
+from eventlake.timestamps import format_timestamp, now_utc
 
 REPORTS_DATABASE = "__segment_datalake"
 REPORTS_TABLE = "sync_reports"
@@ -62,6 +63,15 @@ class TableResult:
 
 
 @dataclass(frozen=True)
+class BlockedTable:
+    """A table the run did not create: its messages went to the quarantine instead."""
+
+    database: str
+    table: str
+    error: str
+
+
+@dataclass(frozen=True)
 class SyncResult:
     """The outcome of one source's sync run, as reports and the CLI render it."""
 
@@ -81,6 +91,20 @@ class SyncResult:
     error: str = ""
     error_code: str = ""
     notices: tuple[str, ...] = field(default=())
+    blocked: tuple[BlockedTable, ...] = ()  # a table row of the report each, status failed
+
+    @classmethod
+    def failure(
+        cls, source: str, source_id: str, exc: BaseException, *, run_id: str = "",
+        start: datetime | None = None, status: str = "Failed", input_files: int = 0, bytes_in: int = 0,
+    ) -> SyncResult:  # fmt: skip
+        """The result of a run that failed (or was skipped) with ``exc``: nothing was published."""
+        finish = now_utc()
+        return cls(
+            source, source_id, run_id, status, start or finish, finish, input_files=input_files,
+            bytes_in=bytes_in, error=f"{type(exc).__name__}: {exc}"[:2000],
+            error_code=exc.code if isinstance(exc, EventLakeError) else "internal_error",
+        )  # fmt: skip
 
     @property
     def rows(self) -> int:
@@ -146,6 +170,13 @@ def report_rows(result: SyncResult, lake: Path, app_id: str = "") -> list[dict[s
                 "collisions": list(table.collisions),
             }
         )
+    for blocked in result.blocked:  # their messages are in the quarantine: the run partly failed
+        failed_table = {"status": "failed", "error": blocked.error, "error_code": "table_limit"}
+        rows.append(
+            {"type": "event", **common, **failed_table, "table_name": blocked.table,
+             "database": blocked.database, "partitions": [], "new_columns": [], "row_count": 0,
+             "is_new": True, "collisions": []}
+        )  # fmt: skip
     return rows
 
 
@@ -170,7 +201,16 @@ def report_path(result: SyncResult, lake: Path) -> Path:
     return layout.report_file(lake, result.start_time.strftime("%Y-%m-%d"), result.source_id, result.run_id)
 
 
-def write_report_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+def write_report_rows(storage: Storage, path: Path, rows: list[dict[str, Any]]) -> None:
     """The report file: one JSON object per line (atomic, durable)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    storage.write(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))
+
+
+def read_report_rows(storage: Storage, path: Path) -> list[dict[str, Any]]:
+    """A report file's rows; ``OSError`` or ``orjson.JSONDecodeError`` when it is unreadable."""
+    return [orjson.loads(line) for line in storage.read_lines(path)]
+
+
+def report_files(storage: Storage, lake: Path) -> list[Path]:
+    """Every run's report file, sorted by path."""
+    return [f.path for f in storage.list(layout.reports_root(lake), layout.report_files_pattern())]

@@ -3,37 +3,42 @@
 A column's type never changes by itself. Changed on purpose, it changes everywhere at once: in the
 catalog, in the table's schema file, and in the Parquet files already written, whose values are
 cast again with the same rules as a sync (:func:`eventlake.schema.cast_value`). A value that does
-not fit the new type becomes null and is kept in the source's quarantine. Files are replaced one at
-a time atomically and a file already of the new type is left alone, so a run cut short is finished
-by running the command again. Values quarantined before (they did not fit the old type) come back
-only by re-loading them from the raw archive.
+not fit the new type becomes null and is kept in the source's quarantine.
+
+The change is committed like a sync run: the rewritten files and the quarantined values are
+staged, a manifest is written, and applying it publishes the files, changes the catalog and the
+schema file. Killed at any point, the next sync or set-type completes it (or, before the
+manifest, starts it again). A file already of the new type is left alone. Values quarantined
+before (they did not fit the old type) come back only by re-loading them from the raw archive.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
-import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eventlake import layout
-from eventlake.catalog import TableSpec, load_catalog
-from eventlake.config import Settings
+from eventlake.catalog import load_catalog
+from eventlake.catalog.schema_file import read_schema_file
+from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
+from eventlake.progress import Say
 from eventlake.schema import TYPES, cast_value
 from eventlake.schema.arrow import ARROW_TYPES
-from eventlake.sync.commit import schema_document
-from eventlake.sync.job import QUARANTINE_COLUMNS, QUARANTINE_TABLE, database_name
+from eventlake.storage import Storage, load_storage
+from eventlake.sync.commit import apply
 from eventlake.sync.lock import source_lock
-from eventlake.sync.state import write_json_atomic
-from eventlake.sync.writer import REJECTED_SCHEMA, arrow_table, write_parquet
+from eventlake.sync.manifest import CHECK, RETYPE, Manifest, TableEntry
+from eventlake.sync.quarantine import quarantine_table, rows_table, value_row
+from eventlake.sync.stage import REPLACE, VALUES, RunStage, StagedFile, new_run_id
+from eventlake.sync.state import SyncState
+from eventlake.sync.write import write_parquet
 from eventlake.timestamps import now_utc
 
 
@@ -48,7 +53,7 @@ class RetypeResult:
 
 
 def set_column_type(
-    settings: Settings, spark: Any, qualified: str, column: str, kind: str, say: Callable[[str], None]
+    settings: Settings, spark: Any, qualified: str, column: str, kind: str, say: Say
 ) -> RetypeResult:
     if kind not in TYPES:
         raise UsageError(f"unknown type {kind!r}: use one of {', '.join(TYPES)}")
@@ -57,15 +62,18 @@ def set_column_type(
         raise UsageError(
             f"name the table as DATABASE.TABLE (e.g. web.track_order_completed), not {qualified!r}"
         )
-    by_database = {database_name(settings, s): s for s in settings.sources}
-    if database not in by_database:
-        raise UsageError(
-            f"no source has the database {database!r} (databases: {', '.join(sorted(by_database))})"
-        )
-    source = by_database[database]
+    source = settings.source_by_database(database)
+    if source is None:
+        known = ", ".join(sorted(settings.database_name(s) for s in settings.sources))
+        raise UsageError(f"no source has the database {database!r} (databases: {known})")
     lake = settings.lake.root
+    storage = load_storage(lake)
     catalog = load_catalog(settings, spark)
     with source_lock(lake, source.slug, source.id, True, say):  # no sync of this source meanwhile
+        state = SyncState(storage, lake, source.id)
+        for pending in state.pending():  # an interrupted sync or set-type goes first
+            say(f"{source.slug}: completing interrupted run {pending.run_id}")
+            apply(pending, catalog, state, storage, lake)
         columns = catalog.table_columns(database, table)
         if columns is None:
             raise UsageError(f"no table {qualified} (tables: {', '.join(catalog.list_tables(database))})")
@@ -73,42 +81,50 @@ def set_column_type(
         if column not in types:
             raise UsageError(f"{qualified} has no column {column!r} (columns: {', '.join(types)})")
         old = types[column]
-        schema_path = layout.schema_file(lake, database, table)
-        described = orjson.loads(schema_path.read_bytes())
-        spec = TableSpec(
-            database, table, tuple((name, kind if name == column else t) for name, t in columns),
-            tuple(described["partition_keys"]), described["location"],
-        )  # fmt: skip
+        described = read_schema_file(storage, layout.schema_file(lake, database, table), lake)
+        spec = replace(described, columns=tuple((n, kind if n == column else t) for n, t in columns))
+        stage = RunStage(
+            lake, source.id, source.dir_name, new_run_id(now_utc(), "retype-"), spec.partition_keys
+        )
+        staged, rejected = _stage_rewrites(storage, stage, Path(spec.location), table, column, kind)
         if old != kind:
             say(f"{qualified}.{column}: {old} -> {kind} in the catalog")
-            catalog.set_column_type(database, table, column, kind)
-        write_json_atomic(schema_path, schema_document(spec))
-        rewritten, rejected = _rewrite_files(Path(spec.location), table, column, kind, say)
-        if rejected:
-            run_id = "retype-" + now_utc().strftime("%Y%m%dT%H%M%S%fZ")
-            path = (
-                layout.quarantine_dir(lake, source.id)
-                / f"run_id={run_id}"
-                / f"values-{table}-{column}.parquet"
-            )
-            write_parquet(path, arrow_table([list(c) for c in zip(*rejected, strict=True)], REJECTED_SCHEMA))
-            quarantine = TableSpec(
-                database, source.table_prefix + QUARANTINE_TABLE, QUARANTINE_COLUMNS, ("run_id",),
-                str(layout.quarantine_dir(lake, source.id)),
-            )  # fmt: skip
-            catalog.ensure_table(quarantine)
-            catalog.add_partitions(quarantine, [(run_id,)])
-    return RetypeResult(qualified, column, old, kind, rewritten, len(rejected))
+        manifest = _manifest(stage, source, spec, staged, rejected, settings)
+        state.write_pending(manifest)
+        apply(manifest, catalog, state, storage, lake)
+        rewritten = sum(f.kind == REPLACE for f in staged)
+        say(f"{table}.{column}: {rewritten} files rewritten, {rejected} values quarantined")
+    return RetypeResult(qualified, column, old, kind, rewritten, rejected)
 
 
-def _rewrite_files(
-    location: Path, table: str, column: str, kind: str, say: Callable[[str], None]
-) -> tuple[int, list[tuple[Any, ...]]]:
+def _manifest(
+    stage: RunStage,
+    source: SourceSettings,
+    spec: Any,
+    staged: list[StagedFile],
+    rejected: int,
+    settings: Settings,
+) -> Manifest:
+    tables = [TableEntry(spec, (), RETYPE)]
+    if rejected:
+        quarantine = quarantine_table(stage.lake, spec.database, source.id, source.table_prefix)
+        tables.append(TableEntry(quarantine, ((stage.run_id,),), CHECK))
+    return Manifest(
+        run_id=stage.run_id, source_id=source.id, files=(), moves=tuple(stage.moves(staged)),
+        tables=tuple(tables), report_path="", report=(), stage=str(stage.root),
+    )  # fmt: skip
+
+
+def _stage_rewrites(
+    storage: Storage, stage: RunStage, location: Path, table: str, column: str, kind: str
+) -> tuple[list[StagedFile], int]:
+    """Stage a new version of every file of the table whose ``column`` is not yet of type ``kind``,
+    and the values that do not fit it (one quarantine file)."""
     target = ARROW_TYPES[kind]
-    rewritten = 0
+    staged: list[StagedFile] = []
     rejected: list[tuple[Any, ...]] = []
-    for path in sorted(location.rglob("*.parquet")):
-        data = pq.read_table(path)
+    for info in storage.list(location, "**/*.parquet"):
+        data = pq.read_table(pa.BufferReader(storage.read(info.path)))
         index = data.schema.get_field_index(column)
         if index < 0 or data.schema.field(index).type == target:
             continue  # the column is not in this (older) file, or the file is done already
@@ -120,16 +136,19 @@ def _rewrite_files(
         for value, message_id, received_at in zip(data.column(index).to_pylist(), ids, received, strict=True):
             cast, reason = cast_value(_as_json(value), kind) if value is not None else (None, None)
             if reason is not None:
-                raw = _as_json(value)
-                rejected.append(("value", reason, message_id, table, column, kind, str(raw), received_at))
+                rejected.append(
+                    value_row(reason, message_id, table, column, kind, str(_as_json(value)), received_at)
+                )
             values.append(cast)
         data = data.set_column(index, pa.field(column, target), pa.array(values, target))
-        tmp = path.with_name(f".{path.name}.retype.tmp")
-        write_parquet(tmp, data)
-        os.replace(tmp, path)
-        rewritten += 1
-    say(f"{table}.{column}: {rewritten} files rewritten, {len(rejected)} values quarantined")
-    return rewritten, rejected
+        rewritten = StagedFile(REPLACE, layout.lake_relative(stage.lake, info.path), len(data))
+        write_parquet(storage, stage.staged(rewritten), data)
+        staged.append(rewritten)
+    if rejected:
+        values_file = StagedFile(VALUES, f"values-{table}-{column}.parquet", len(rejected))
+        write_parquet(storage, stage.staged(values_file), rows_table(rejected))
+        staged.append(values_file)
+    return staged, len(rejected)
 
 
 def _as_json(value: Any) -> Any:

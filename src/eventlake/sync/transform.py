@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from eventlake.schema import flatten, segment_type, value_type
 from eventlake.spec import validate
@@ -38,19 +39,7 @@ PARSED_SCHEMA = T.StructType(
 
 
 # the same columns as Arrow, for mapInArrow (timestamps: UTC microseconds, as Spark's session zone)
-PARSED_ARROW = pa.schema(
-    [
-        pa.field("ok", pa.bool_(), nullable=False),
-        ("message_id", pa.string()),
-        ("received_at", pa.timestamp("us", tz="UTC")),
-        ("segment_type", pa.string()),
-        ("payload", pa.string()),
-        ("types", pa.map_(pa.string(), pa.string())),
-        ("collisions", pa.list_(pa.string())),
-        ("reason", pa.string()),
-        ("raw", pa.string()),
-    ]
-)
+PARSED_ARROW = to_arrow_schema(PARSED_SCHEMA, timezone="UTC")
 
 
 def loads(text: str) -> Any:

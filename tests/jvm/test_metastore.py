@@ -5,22 +5,28 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from pathlib import Path
 
 import pytest
 
-from eventlake.catalog import metastore
-from eventlake.catalog.metastore import (
+from eventlake import layout
+from eventlake.config import CatalogSettings, LakeSettings, Secret, Settings
+from eventlake.errors import DependencyError
+from eventlake.flock import LockFile
+from eventlake.jvm import metastore
+from eventlake.jvm.metastore import (
     MetastoreAccess,
     acquire_embedded,
     client_access,
     connection_url,
+    embedded_lock,
     running_service,
     write_service_file,
 )
-from eventlake.catalog.session import spark_conf
-from eventlake.config import CatalogSettings, LakeSettings, Secret, Settings
-from eventlake.errors import DependencyError
+from eventlake.jvm.session import spark_conf
+from eventlake.progress import quiet
+from eventlake.storage import local
 
 
 def settings(tmp_path: Path, **catalog: object) -> Settings:
@@ -111,3 +117,63 @@ def test_without_a_service_the_embedded_derby_is_used(tmp_path: Path) -> None:
         held = metastore._embedded_locks.pop(state, None)
         if held is not None:
             held.close()
+
+
+def test_a_waiting_process_switches_to_a_service_that_starts(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with LockFile(layout.metastore_lock_file(state)) as holder, socket.socket() as listener:
+        assert holder.try_lock()  # another process has Derby open
+        holder.claim()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        uri = f"thrift://127.0.0.1:{port}"
+        info = {"uri": uri, "port": port, "pid": os.getpid()}
+        threading.Timer(0.3, write_service_file, (state, info)).start()
+        said: list[str] = []
+        assert acquire_embedded(state, said.append) == uri
+    assert state not in metastore._embedded_locks
+    waiting = f"waiting for another eventlake process (pid {os.getpid()}) using the embedded metastore ..."
+    assert said == [waiting]
+
+
+def test_a_service_on_derby_holds_the_lock_while_it_runs(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with embedded_lock(state, quiet) as uri:
+        assert uri is None
+        with LockFile(layout.metastore_lock_file(state)) as other:
+            assert not other.try_lock() and other.holder() == str(os.getpid())
+    with LockFile(layout.metastore_lock_file(state)) as other:
+        assert other.try_lock()
+
+
+def test_the_schema_marker_is_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marker that says the schema exists is a state file: it goes through the durable writer
+    (temp file, fsync, rename), so a crash never leaves a torn or unsynced one."""
+    jar = tmp_path / "driver.jar"
+    jar.write_bytes(b"")
+    configured = settings(
+        tmp_path,
+        jdbc_url="jdbc:postgresql://db:5432/hms?ssl=true",
+        user="hive",
+        password=Secret("pw"),
+        jdbc_driver_jar=str(jar),
+    )
+    runs: list[str] = []
+    monkeypatch.setattr(metastore, "run_schema_tool", lambda s, properties, jar: runs.append(jar))
+    written: list[Path] = []
+
+    def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+        written.append(path)
+        local.write_atomic(path, data, mode)
+
+    monkeypatch.setattr(metastore, "write_atomic", write_atomic)
+    said: list[str] = []
+    metastore.ensure_schema(configured, said.append)
+    metastore.ensure_schema(configured, said.append)  # the marker says it is done
+    assert runs == [str(jar)]
+    assert said == ["creating the metastore schema in jdbc:postgresql://db:5432/hms (first use) ..."]
+    [marker] = written
+    assert marker.parent == layout.metastore_state_dir(tmp_path / "state")
+    assert marker.read_text() == "jdbc:postgresql://db:5432/hms\n"
+    assert [p.name for p in marker.parent.iterdir()] == [marker.name]  # no temp file left

@@ -4,7 +4,7 @@
 one for the project while they run, when the metastore is the embedded Derby (see
 :func:`shared_metastore`). On Derby the service holds the project's metastore lock and publishes
 its URI in ``state_dir/metastore/service.json``; every eventlake process of the project then
-connects to it (:func:`eventlake.catalog.metastore.client_access`).
+connects to it (:func:`eventlake.jvm.metastore.client_access`).
 
 The service is Hive 2.3's ``HiveMetaStore``: it listens on every interface (Hive 2.3 has no bind
 address setting) and has no authentication, like any Hive metastore: firewall its port.
@@ -19,15 +19,15 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from eventlake import layout
-from eventlake.catalog.metastore import (
+from eventlake import layout, progress
+from eventlake.config import Settings
+from eventlake.jvm.metastore import (
     MetastoreAccess,
     MetastoreError,
     database_access,
@@ -35,7 +35,6 @@ from eventlake.catalog.metastore import (
     ensure_schema,
     hive_site,
     java_executable,
-    metastore_state,
     port_open,
     pyspark_home,
     remove_service_file,
@@ -43,9 +42,8 @@ from eventlake.catalog.metastore import (
     write_private,
     write_service_file,
 )
-from eventlake.config import Settings
+from eventlake.progress import Say
 
-Say = Callable[[str], None]
 START_TIMEOUT_SECONDS = 180.0
 STOP_GRACE_SECONDS = 10.0
 
@@ -59,10 +57,6 @@ except OSError:  # pragma: no cover
 def die_with_parent() -> None:  # runs in the child between fork and exec
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def free_port() -> int:
@@ -100,8 +94,7 @@ def start_service(settings: Settings, access: MetastoreAccess, port: int) -> Met
     """Start ``HiveMetaStore -p port`` over ``access`` (Derby or JDBC); returns once it accepts
     connections. The caller stops it (and it stops by itself if the calling thread dies)."""
     state = settings.lake.state_dir
-    folder = metastore_state(state)
-    conf_dir = folder / f"conf-{os.getpid()}"
+    conf_dir = layout.metastore_service_conf_dir(state, os.getpid())
     conf_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     properties = {
         **access.properties,
@@ -111,16 +104,15 @@ def start_service(settings: Settings, access: MetastoreAccess, port: int) -> Met
         "hive.metastore.warehouse.dir": str(layout.warehouse_dir(state)),
     }
     write_private(conf_dir / "hive-site.xml", hive_site(properties))
-    logs = layout.log_dir(state)
-    logs.mkdir(parents=True, exist_ok=True)
-    from eventlake.catalog.session import log4j_config
+    layout.log_dir(state).mkdir(parents=True, exist_ok=True)
+    from eventlake.jvm.session import log4j_config
 
     classpath = os.pathsep.join([str(conf_dir), f"{pyspark_home() / 'jars'}/*", *access.classpath])
     command = [
         java_executable(),
         "-Xmx512m",
         f"-Dderby.system.home={state}",
-        f"-Dderby.stream.error.file={logs / 'derby.log'}",
+        f"-Dderby.stream.error.file={layout.derby_log(state)}",
         f"-Dlog4j2.configurationFile={log4j_config()}",
         "-cp",
         classpath,
@@ -128,7 +120,7 @@ def start_service(settings: Settings, access: MetastoreAccess, port: int) -> Met
         "-p",
         str(port),
     ]
-    log = logs / "metastore.log"
+    log = layout.metastore_log(state)
     with open(log, "ab") as out:
         process = subprocess.Popen(
             command,
@@ -157,7 +149,7 @@ def _tail(log: Path) -> str:
 
 
 @contextlib.contextmanager
-def serve_metastore(settings: Settings, port: int, say: Say = _say) -> Iterator[MetastoreService]:
+def serve_metastore(settings: Settings, port: int, say: Say = progress.say) -> Iterator[MetastoreService]:
     """Run the project's metastore service on ``port`` over its database (Derby in ``state_dir``
     or ``catalog.jdbc_url``) until the ``with`` block ends. On Derby it holds the metastore lock
     and publishes its URI for the project's other processes."""
@@ -192,7 +184,7 @@ class SharedMetastore:
     at the same time. Reuses one that already runs; restarts it if it died. A no-op with a
     configured ``uri`` or ``jdbc_url`` (every process connects by itself) or the glue catalog."""
 
-    def __init__(self, settings: Settings, say: Say = _say) -> None:
+    def __init__(self, settings: Settings, say: Say = progress.say) -> None:
         self.settings = settings
         self.say = say
         self.needed = settings.catalog.kind == "hive" and not (
@@ -238,7 +230,7 @@ class SharedMetastore:
         self.close()
 
 
-def run_metastore(settings: Settings, port: int, say: Say = _say) -> None:
+def run_metastore(settings: Settings, port: int, say: Say = progress.say) -> None:
     """``eventlake metastore``: serve until SIGTERM or Ctrl-C. Blocking."""
     stop = threading.Event()
 

@@ -10,14 +10,13 @@
   PostgreSQL).
 - ``derby`` (default): embedded Derby in ``state_dir``. Derby admits one JVM, so while a project's
   metastore service runs (``eventlake up``, ``eventlake thrift`` or ``eventlake metastore`` start
-  one, see :mod:`eventlake.catalog.service`) every eventlake process of the project connects to it
+  one, see :mod:`eventlake.jvm.service`) every eventlake process of the project connects to it
   through the thrift URI it published in ``state_dir/metastore/service.json`` (mode ``service``);
   with no service running, processes open Derby themselves and take turns through a lock.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -25,30 +24,24 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from xml.sax.saxutils import escape
 
-from eventlake import layout
+from eventlake import layout, progress
 from eventlake.config import CatalogSettings, Settings
-from eventlake.durable import write_atomic
+from eventlake.config.jdbc import JDBC_DRIVERS, JdbcDriver
 from eventlake.errors import DependencyError, EventLakeError, PermissionsError
-
-Say = Callable[[str], None]
+from eventlake.flock import LockFile, exclusive
+from eventlake.progress import Say
+from eventlake.storage.local import write_atomic
 
 JAVA_HINT = "eventlake needs Java 17: apt-get install openjdk-17-jre-headless (or set JAVA_HOME)"
 
-# jdbc:<scheme>: -> driver class, Debian's jar, the Debian package that has it
-JDBC_DRIVERS = {
-    "postgresql": ("org.postgresql.Driver", "/usr/share/java/postgresql.jar", "libpostgresql-jdbc-java"),
-    "mariadb": ("org.mariadb.jdbc.Driver", "/usr/share/java/mariadb-java-client.jar", "libmariadb-java"),
-    "mysql": ("org.mariadb.jdbc.Driver", "/usr/share/java/mariadb-java-client.jar", "libmariadb-java"),
-}
 PASSWORD_PROPERTY = "javax.jdo.option.ConnectionPassword"
 # how long a client waits for a lock or a starting service before it says so again
 POLL_SECONDS = 0.5
@@ -56,22 +49,6 @@ POLL_SECONDS = 0.5
 
 class MetastoreError(EventLakeError):
     """The metastore could not be reached, created or started."""
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-# -- paths (everything under state_dir/metastore/, next to Derby's metastore_db/) ----------------
-
-
-def metastore_state(state: Path) -> Path:
-    return state / "metastore"
-
-
-def service_file(state: Path) -> Path:
-    """The running service's address: ``{"uri", "port", "pid", "owner_pid", "database"}``."""
-    return metastore_state(state) / "service.json"
 
 
 # -- Java and the wheel's jars --------------------------------------------------------------------
@@ -143,7 +120,7 @@ def private_conf_dir(state: Path, access: MetastoreAccess) -> Path | None:
     path (Spark loads hive-site.xml from there), or None when there is no secret."""
     if not access.secrets:
         return None
-    folder = metastore_state(state) / "client-conf"
+    folder = layout.metastore_client_conf_dir(state)
     write_private(folder / "hive-site.xml", hive_site(access.secrets))
     return folder
 
@@ -155,7 +132,7 @@ def jdbc_scheme(url: str) -> str:
 def jdbc_driver(catalog: CatalogSettings) -> tuple[str, str]:
     """``(driver class, jar)`` for ``catalog.jdbc_url``; the jar must exist."""
     scheme = jdbc_scheme(catalog.jdbc_url)
-    default_class, default_jar, package = JDBC_DRIVERS.get(scheme, ("", "", ""))
+    default_class, default_jar, package = JDBC_DRIVERS.get(scheme, JdbcDriver("", "", ""))
     driver_class = catalog.jdbc_driver_class or default_class
     jar = catalog.jdbc_driver_jar or default_jar
     if not Path(jar).is_file():
@@ -172,7 +149,8 @@ def connection_url(catalog: CatalogSettings) -> str:
     """The JDBC URL as Hive uses it. With the MariaDB driver, ``useMysqlMetadata=true`` makes the
     server report itself as MySQL, which DataNucleus and Hive need to pick their MySQL dialect."""
     url = catalog.jdbc_url
-    driver_class = catalog.jdbc_driver_class or JDBC_DRIVERS.get(jdbc_scheme(url), ("",))[0]
+    known = JDBC_DRIVERS.get(jdbc_scheme(url))
+    driver_class = catalog.jdbc_driver_class or (known.driver_class if known else "")
     if driver_class == "org.mariadb.jdbc.Driver" and "usemysqlmetadata" not in url.lower():
         url += ("&" if "?" in url else "?") + "useMysqlMetadata=true"
     return url
@@ -216,7 +194,7 @@ def database_access(settings: Settings) -> MetastoreAccess:
     return MetastoreAccess("derby", derby_properties(settings.lake.state_dir))
 
 
-def client_access(settings: Settings, say: Say = _say) -> MetastoreAccess:
+def client_access(settings: Settings, say: Say = progress.say) -> MetastoreAccess:
     """How this process's Spark session reaches the metastore (waits for the embedded Derby's lock
     when neither a service nor a database is configured and no project service runs)."""
     catalog = settings.catalog
@@ -235,13 +213,13 @@ def client_access(settings: Settings, say: Say = _say) -> MetastoreAccess:
 # -- the embedded Derby: a project service, or one process at a time -------------------------------
 
 # per state dir, held until the process exits (the kernel releases them, also after a crash)
-_embedded_locks: dict[Path, IO[str]] = {}
+_embedded_locks: dict[Path, LockFile] = {}
 
 
 def running_service(state: Path) -> dict[str, Any] | None:
     """The project's metastore service, if one is running and accepts connections."""
     try:
-        info = json.loads(service_file(state).read_text())
+        info = json.loads(layout.metastore_service_file(state).read_text())
         port, pid = int(info["port"]), int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -264,85 +242,65 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
-def _try_lock(handle: IO[str]) -> bool:
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
-def _open_lock(state: Path) -> IO[str]:
-    path = layout.lock_file(state, "metastore")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "a+")  # noqa: SIM115 - the caller keeps it
-
-
-def _claim(handle: IO[str]) -> None:
-    handle.seek(0)
-    handle.truncate()
-    handle.write(str(os.getpid()))
-    handle.flush()
-
-
-def acquire_embedded(state: Path, say: Say = _say) -> str | None:
-    """The project service's URI when one runs; otherwise the embedded Derby's lock, held for the
-    life of this process (returns None). Waits while another process has Derby open, and switches
-    to a service that starts meanwhile."""
-    if state in _embedded_locks:
-        return None
-    handle = _open_lock(state)
-    told = False
-    while True:
-        info = running_service(state)
-        if info is not None:
-            handle.close()
-            return str(info["uri"])
-        if _try_lock(handle):
-            _claim(handle)
-            _embedded_locks[state] = handle
-            return None
-        if not told:
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
-            say(f"waiting for another eventlake process (pid {holder}) using the embedded metastore ...")
-            told = True
-        time.sleep(POLL_SECONDS)
-
-
-@contextmanager
-def embedded_lock(state: Path, say: Say = _say) -> Iterator[str | None]:
-    """For a metastore service on Derby: the lock (yields None), or the URI of a service that is
-    already running (yields it; nothing is locked). Released on exit."""
-    handle = _open_lock(state)
+def _lock_or_service(state: Path, say: Say, waiting: str) -> tuple[str | None, LockFile | None]:
+    """The URI of the project's service when one runs (nothing locked), else the embedded Derby's
+    lock, held. Waits while another process has Derby open (saying ``waiting`` once, ``{holder}``:
+    its pid), and switches to a service that starts meanwhile."""
+    lock = LockFile(layout.metastore_lock_file(state))
     told = False
     try:
         while True:
             info = running_service(state)
             if info is not None:
-                yield str(info["uri"])
-                return
-            if _try_lock(handle):
-                _claim(handle)
-                yield None
-                return
+                lock.close()
+                return str(info["uri"]), None
+            if lock.try_lock():
+                lock.claim()
+                return None, lock
             if not told:
-                say("waiting for the eventlake process using the embedded metastore to finish ...")
+                say(waiting.format(holder=lock.holder() or "?"))
                 told = True
             time.sleep(POLL_SECONDS)
+    except BaseException:
+        lock.close()
+        raise
+
+
+def acquire_embedded(state: Path, say: Say = progress.say) -> str | None:
+    """The project service's URI when one runs; otherwise the embedded Derby's lock, held for the
+    life of this process (returns None). Waits while another process has Derby open, and switches
+    to a service that starts meanwhile."""
+    if state in _embedded_locks:
+        return None
+    waiting = "waiting for another eventlake process (pid {holder}) using the embedded metastore ..."
+    uri, lock = _lock_or_service(state, say, waiting)
+    if lock is not None:
+        _embedded_locks[state] = lock
+    return uri
+
+
+@contextmanager
+def embedded_lock(state: Path, say: Say = progress.say) -> Iterator[str | None]:
+    """For a metastore service on Derby: the lock (yields None), or the URI of a service that is
+    already running (yields it; nothing is locked). Released on exit."""
+    waiting = "waiting for the eventlake process using the embedded metastore to finish ..."
+    uri, lock = _lock_or_service(state, say, waiting)
+    try:
+        yield uri
     finally:
-        handle.close()
+        if lock is not None:
+            lock.close()
 
 
 def write_service_file(state: Path, info: dict[str, Any]) -> None:
-    path = service_file(state)
+    path = layout.metastore_service_file(state)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(info).encode())
 
 
 def remove_service_file(state: Path, pid: int) -> None:
     """Remove the service file if it still names the service ``pid``."""
-    path = service_file(state)
+    path = layout.metastore_service_file(state)
     try:
         if int(json.loads(path.read_text())["pid"]) == pid:
             path.unlink()
@@ -353,21 +311,18 @@ def remove_service_file(state: Path, pid: int) -> None:
 # -- the metastore schema in a JDBC database ------------------------------------------------------
 
 
-def ensure_schema(settings: Settings, say: Say = _say) -> None:
+def ensure_schema(settings: Settings, say: Say = progress.say) -> None:
     """Create the Hive metastore tables in ``catalog.jdbc_url`` once (DataNucleus SchemaTool with the
     ``package.jdo`` of the wheel's hive-metastore jar; existing tables are kept). A marker in
     ``state_dir`` remembers that it was done for this URL and user."""
     catalog = settings.catalog
-    folder = metastore_state(settings.lake.state_dir)
+    state = settings.lake.state_dir
     digest = hashlib.sha256(f"{catalog.jdbc_url}\n{catalog.user}".encode()).hexdigest()[:16]
-    marker = folder / f"schema-{digest}.done"
+    marker = layout.metastore_schema_marker(state, digest)
     if marker.exists():
         return
-    folder.mkdir(parents=True, exist_ok=True)
-    lock_path = layout.lock_file(settings.lake.state_dir, "metastore-schema")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(layout.metastore_schema_lock_file(state)):
         if marker.exists():
             return
         say(f"creating the metastore schema in {_redact(catalog.jdbc_url)} (first use) ...")
@@ -378,12 +333,14 @@ def ensure_schema(settings: Settings, say: Say = _say) -> None:
             run_schema_tool(settings, properties, jdbc_driver(catalog)[1])
         if properties["javax.jdo.option.ConnectionDriverName"] == "org.mariadb.jdbc.Driver":
             run_sql(settings, properties, jdbc_driver(catalog)[1], MYSQL_CLEANUP_TABLES)
-        marker.write_text(_redact(catalog.jdbc_url) + "\n")
+        write_atomic(marker, (_redact(catalog.jdbc_url) + "\n").encode())
 
 
 def run_schema_tool(settings: Settings, properties: dict[str, str], driver_jar: str) -> None:
-    folder = metastore_state(settings.lake.state_dir)
-    props = folder / f".schematool-{os.getpid()}.properties"  # has the password: owner-only
+    state = settings.lake.state_dir
+    folder = layout.metastore_state_dir(state)
+    # has the password: owner-only
+    props = layout.metastore_temp_file(state, "schematool", os.getpid(), ".properties")
     fd = os.open(props, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         for key in (
@@ -435,10 +392,11 @@ CREATE TABLE IF NOT EXISTS COMPLETED_COMPACTIONS (CC_ID bigint PRIMARY KEY, CC_D
 
 def run_sql(settings: Settings, properties: dict[str, str], driver_jar: str, script: str) -> None:
     """Run SQL statements on the metastore database with the wheel's BeeLine as a JDBC client."""
-    folder = metastore_state(settings.lake.state_dir)
-    sql_file = folder / f".schema-{os.getpid()}.sql"
+    state = settings.lake.state_dir
+    folder = layout.metastore_state_dir(state)
+    sql_file = layout.metastore_temp_file(state, "schema", os.getpid(), ".sql")
     sql_file.write_text(script)
-    password_file = folder / f".schema-{os.getpid()}.pw"
+    password_file = layout.metastore_temp_file(state, "schema", os.getpid(), ".pw")
     fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(properties["javax.jdo.option.ConnectionPassword"])

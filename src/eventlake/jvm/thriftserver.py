@@ -1,7 +1,7 @@
 """``eventlake thrift``: Spark's Thrift server (HiveServer2 protocol: JDBC/ODBC, dbt-spark, BI tools)
 over the project's catalog, run from the pyspark wheel with ``spark-submit``.
 
-It gets the settings an ``eventlake sql`` session gets (:func:`eventlake.catalog.session.spark_conf`);
+It gets the settings an ``eventlake sql`` session gets (:func:`eventlake.jvm.session.spark_conf`);
 on the embedded Derby it runs through the project's metastore service, which it starts when none
 runs, so ``eventlake sql`` and syncs keep working beside it.
 """
@@ -13,21 +13,16 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
 
-from eventlake import layout
-from eventlake.catalog.metastore import MetastoreAccess, client_access, port_open, pyspark_home
-from eventlake.catalog.service import STOP_GRACE_SECONDS, SharedMetastore, die_with_parent
-from eventlake.catalog.session import check_java, spark_conf
+from eventlake import layout, progress
 from eventlake.config import Settings
 from eventlake.errors import UsageError
+from eventlake.jvm.metastore import MetastoreAccess, client_access, port_open, pyspark_home
+from eventlake.jvm.service import STOP_GRACE_SECONDS, SharedMetastore, die_with_parent
+from eventlake.jvm.session import check_java, spark_conf
+from eventlake.progress import Say
 
-Say = Callable[[str], None]
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def thrift_command(settings: Settings, access: MetastoreAccess, host: str, port: int) -> list[str]:
@@ -48,7 +43,7 @@ def thrift_command(settings: Settings, access: MetastoreAccess, host: str, port:
     return command
 
 
-def run_thrift_server(settings: Settings, host: str, port: int, say: Say = _say) -> int:
+def run_thrift_server(settings: Settings, host: str, port: int, say: Say = progress.say) -> int:
     """Serve HiveServer2 on ``host:port`` until SIGTERM or Ctrl-C; the server's exit code."""
     if settings.catalog.kind != "hive":
         raise UsageError(

@@ -10,21 +10,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyhive import hive
 
-from eventlake.catalog.metastore import running_service
 from eventlake.config import load_settings
+from eventlake.jvm.metastore import running_service
 from eventlake.timestamps import now_utc
+from tests.catalog.conftest import clean_env, write_archive
+from tests.catalog.servers import free_port, port_open, stop_process, wait_until
 from tests.collect.harness import make_project
-
-from .conftest import clean_env, write_archive
-from .servers import free_port, port_open, stop_process, wait_until
 
 pytestmark = pytest.mark.integration
 EVENTLAKE = Path(sys.executable).parent / "eventlake"
 
 
 def test_thrift_server_answers_a_hive_client_beside_a_sync(tmp_path: Path) -> None:
-    hive = pytest.importorskip("pyhive.hive")
     project = make_project(tmp_path / "mylake")
     settings = load_settings(project.config, environ={})
     write_archive(

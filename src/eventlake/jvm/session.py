@@ -10,33 +10,32 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
+from typing import Any
 
-from eventlake import layout
-from eventlake.catalog.metastore import (
+from eventlake import layout, progress
+from eventlake.config import Settings
+from eventlake.errors import DependencyError
+from eventlake.jvm.metastore import (
     JAVA_HINT,
     MetastoreAccess,
     client_access,
     java_executable,
     private_conf_dir,
 )
-from eventlake.config import Settings
-from eventlake.errors import DependencyError
+from eventlake.progress import Say
 
-__all__ = ["JAVA_HINT", "check_java", "spark_conf", "spark_session"]
+__all__ = ["JAVA_HINT", "check_java", "owned_session", "spark_conf", "spark_session"]
 
 
 def check_java() -> None:
     java_executable()
 
 
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def log4j_config() -> str:
-    return str(resources.files("eventlake.catalog").joinpath("log4j2.properties"))
+    return str(resources.files("eventlake.jvm").joinpath("log4j2.properties"))
 
 
 def spark_conf(settings: Settings, app_name: str, access: MetastoreAccess | None) -> dict[str, str]:
@@ -46,12 +45,11 @@ def spark_conf(settings: Settings, app_name: str, access: MetastoreAccess | None
     written into the working directory.
     """
     state = settings.lake.state_dir
-    logs = layout.log_dir(state)
     java_options = " ".join(
         _java_property(name, value)
         for name, value in (
             ("derby.system.home", state),
-            ("derby.stream.error.file", logs / "derby.log"),
+            ("derby.stream.error.file", layout.derby_log(state)),
             ("log4j2.configurationFile", log4j_config()),
         )
     )
@@ -97,7 +95,7 @@ def _java_property(name: str, value: object) -> str:
     return '"-D' + name + "=" + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def spark_session(settings: Settings, app_name: str = "eventlake", say: Callable[[str], None] = _say):
+def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = progress.say):
     """A SparkSession on ``[spark] master`` with the metastore of ``[catalog]`` (-> SparkSession).
 
     With ``kind = "glue"`` the session has no Hive catalog (Spark here cannot read Glue): the
@@ -129,3 +127,23 @@ def spark_session(settings: Settings, app_name: str = "eventlake", say: Callable
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@contextmanager
+def owned_session(
+    settings: Settings, app_name: str, spark: Any = None, say: Say = progress.say
+) -> Iterator[Any]:
+    """``spark`` when given (its owner stops it); otherwise a session of its own, built by
+    :func:`spark_session` (saying "starting Spark ...") and stopped when the ``with`` block ends.
+
+    For library entry points that take an optional session (tests and long-lived services pass
+    theirs; a command builds one)."""
+    if spark is not None:
+        yield spark
+        return
+    say("starting Spark ...")
+    session = spark_session(settings, app_name, say)
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -1,0 +1,94 @@
+"""The local-disk store: temp file + fsync + rename + directory fsync for every write."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from eventlake.storage.base import FileInfo, Storage, StorageError
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a created, renamed or deleted file) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_path(path: Path) -> Path:
+    """Where ``path`` is written before its rename: hidden, and unique to the process."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync of the folder).
+    For local files outside the lake (the metastore's configuration) and for :class:`LocalStorage`."""
+    with LocalStorage().open_write(path, mode) as handle:
+        handle.write(data)
+
+
+class LocalStorage(Storage):
+    def read(self, path: Path) -> bytes:
+        return Path(path).read_bytes()
+
+    def write(self, path: Path, data: bytes, *, private: bool = False) -> None:
+        with self.open_write(path, mode=0o600 if private else 0o644) as handle:
+            handle.write(data)
+
+    @contextmanager
+    def open_write(self, path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = temp_path(path)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        fsync_dir(path.parent)
+
+    def exists(self, path: Path) -> bool:
+        return Path(path).exists()
+
+    def list(self, folder: Path, pattern: str = "*") -> list[FileInfo]:
+        found = []
+        for path in Path(folder).glob(pattern):
+            if path.name.startswith("."):
+                continue
+            try:
+                if path.is_file():
+                    found.append(FileInfo(path, path.stat().st_size))
+            except FileNotFoundError:  # deleted while listing
+                continue
+        return sorted(found, key=lambda f: f.path)
+
+    def delete(self, path: Path) -> None:
+        Path(path).unlink(missing_ok=True)
+
+    def delete_tree(self, folder: Path) -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def publish(self, staged: Path, final: Path) -> bool:
+        staged, final = Path(staged), Path(final)
+        if staged.exists():
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged, final)
+            return True
+        if final.exists():
+            return False
+        raise StorageError(f"staged file {staged} vanished before it was published to {final}")
+
+    def commit(self, published: Iterable[Path]) -> None:
+        for folder in sorted({Path(p).parent for p in published}):
+            fsync_dir(folder)

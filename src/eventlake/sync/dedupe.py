@@ -1,0 +1,42 @@
+"""Dedupe by messageId: the first copy within the run, and nothing already synced in the window."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from eventlake.storage import Storage
+
+
+def dedupe(
+    spark: SparkSession,
+    valid: DataFrame,
+    first_received: datetime | None,
+    index: Path,
+    window_days: int,
+    storage: Storage,
+) -> DataFrame:
+    """The first copy of each messageId (earliest received), minus ids in the dedupe ``index``
+    received up to ``window_days`` before the run's first message.
+
+    Only message ids are shuffled: repeats are rare (client retries), so the ids seen more than
+    once and the ids already synced are found first and broadcast, and only the repeated rows
+    are ordered to keep their first copy."""
+    ids = valid.select("message_id")
+    repeated = F.broadcast(ids.groupBy("message_id").count().filter("count > 1").select("message_id"))
+    first = Window.partitionBy("message_id").orderBy("received_at", "payload")
+    deduped = valid.join(repeated, "message_id", "left_anti").unionByName(
+        valid.join(repeated, "message_id", "left_semi")
+        .withColumn("_n", F.row_number().over(first))
+        .filter("_n = 1")
+        .drop("_n")
+    )
+    if first_received is not None and storage.list(index, "*/*.parquet"):
+        since = first_received - timedelta(days=window_days)
+        seen = spark.read.parquet(str(index)).filter(F.col("received_at") >= F.lit(since))
+        synced = ids.join(seen.select("message_id"), "message_id", "left_semi").distinct()
+        deduped = deduped.join(F.broadcast(synced), "message_id", "left_anti")
+    return deduped

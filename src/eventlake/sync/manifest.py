@@ -1,0 +1,101 @@
+"""The commit manifest: everything a run publishes, written (atomically) before it publishes.
+
+A run stages its files under ``segment-stage/``, then writes its :class:`Manifest` to
+``segment-data/_state/pending/<source-id>/<run-id>.json``. :func:`eventlake.sync.commit.apply`
+publishes it; a run killed at any point after its manifest exists is completed by the next run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from eventlake.catalog import TableSpec
+
+# what applying a manifest does to a table in the catalog
+CREATE = "create"  # the run's plan found it missing: create it (IF NOT EXISTS)
+ADD_COLUMNS = "add_columns"  # it exists and gains columns: append what the catalog lacks
+CHECK = "check"  # the run did not look: create it or append what it lacks (reports, quarantine)
+NONE = "none"  # it exists with every column: only register partitions
+RETYPE = "retype"  # `schema set-type` changed column types on purpose: the catalog takes the spec's
+CHANGES = (CREATE, ADD_COLUMNS, CHECK, NONE, RETYPE)
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """A table to register, with the partitions the run wrote."""
+
+    spec: TableSpec
+    partitions: tuple[tuple[str, ...], ...]
+    change: str  # one of CHANGES
+
+    def to_dict(self) -> dict[str, Any]:
+        spec = self.spec
+        return {
+            "database": spec.database,
+            "name": spec.name,
+            "columns": [list(c) for c in spec.columns],
+            "partition_keys": list(spec.partition_keys),
+            "location": spec.location,
+            "format": spec.format,
+            "partition_path": spec.partition_path,
+            "partitions": [list(p) for p in self.partitions],
+            "change": self.change,
+        }
+
+    @classmethod
+    def from_dict(cls, entry: dict[str, Any]) -> TableEntry:
+        spec = TableSpec(
+            entry["database"],
+            entry["name"],
+            tuple((name, kind) for name, kind in entry["columns"]),
+            tuple(entry["partition_keys"]),
+            entry["location"],
+            entry["format"],
+            entry["partition_path"],
+        )
+        return cls(spec, tuple(tuple(p) for p in entry["partitions"]), entry["change"])
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One run's commit: the archive files it covers, the staged files to publish (``(staged,
+    final)`` paths), the tables to register, its report, and the staging folder to drop."""
+
+    run_id: str
+    source_id: str
+    files: tuple[str, ...]  # archive keys, recorded in the ledger last
+    moves: tuple[tuple[str, str], ...]
+    tables: tuple[TableEntry, ...]
+    report_path: str
+    report: tuple[dict[str, Any], ...]
+    stage: str
+
+    def to_json(self) -> bytes:
+        document = {
+            "run_id": self.run_id,
+            "source_id": self.source_id,
+            "files": list(self.files),
+            "moves": [list(m) for m in self.moves],
+            "tables": [t.to_dict() for t in self.tables],
+            "report_path": self.report_path,
+            "report": list(self.report),
+            "stage": self.stage,
+        }
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Manifest:
+        document = orjson.loads(data)
+        return cls(
+            document["run_id"],
+            document["source_id"],
+            tuple(document["files"]),
+            tuple((staged, final) for staged, final in document["moves"]),
+            tuple(TableEntry.from_dict(t) for t in document["tables"]),
+            document["report_path"],
+            tuple(document["report"]),
+            document["stage"],
+        )

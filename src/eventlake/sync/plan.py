@@ -1,0 +1,94 @@
+"""Planning a run: each table's schema (existing columns kept, new ones appended) and the limit
+on tables per database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from eventlake.catalog import Catalog
+from eventlake.progress import Say
+from eventlake.schema import Evolution, evolve, table_name
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    segment_type: str
+    name: str
+    is_new: bool
+    evolution: Evolution
+    collisions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    tables: dict[str, TablePlan]  # by segment_type
+    blocked: dict[str, str]  # segment type -> table name, of new tables past the table limit
+    notices: tuple[str, ...]
+
+    @property
+    def schemas(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Each planned table's columns, by segment type (what the workers cast to)."""
+        return {segment_type: t.evolution.columns for segment_type, t in self.tables.items()}
+
+
+def observed_types(deduped: DataFrame) -> dict[str, dict[str, set[str]]]:
+    """The value types seen in the run, by segment type and column."""
+    observed: dict[str, dict[str, set[str]]] = {}
+    for row in (
+        deduped.select("segment_type", F.explode("types").alias("column", "type"))
+        .groupBy("segment_type", "column")
+        .agg(F.collect_set("type").alias("types"))
+        .collect()
+    ):
+        observed.setdefault(row["segment_type"], {})[row["column"]] = set(row["types"])
+    return observed
+
+
+def observed_collisions(deduped: DataFrame) -> dict[str, list[str]]:
+    collisions: dict[str, list[str]] = {}
+    for row in deduped.select("segment_type", F.explode("collisions").alias("c")).distinct().collect():
+        collisions.setdefault(row["segment_type"], []).append(row["c"])
+    return collisions
+
+
+def plan_tables(
+    deduped: DataFrame,
+    catalog: Catalog,
+    database: str,
+    table_prefix: str,
+    limit: int,
+    quarantine: str,
+    say: Say,
+) -> Plan:
+    """Each table's schema and whether it is new; new tables past ``limit`` are blocked (their
+    messages go to the ``quarantine`` table)."""
+    observed = observed_types(deduped)
+    collisions = observed_collisions(deduped)
+    present = set(catalog.list_tables(database))
+    room = limit - len(present)
+    tables: dict[str, TablePlan] = {}
+    blocked: dict[str, str] = {}
+    for segment_type, columns in sorted(observed.items()):
+        name = table_name(segment_type, table_prefix)
+        existing = catalog.table_columns(database, name) if name in present else None
+        if existing is None:
+            if room <= 0:
+                blocked[segment_type] = name
+                continue
+            room -= 1
+        tables[segment_type] = TablePlan(
+            segment_type, name, existing is None, evolve(existing, columns, sorted(columns)),
+            tuple(sorted(collisions.get(segment_type, ()))),
+        )  # fmt: skip
+    notices: tuple[str, ...] = ()
+    if blocked:
+        notices = (
+            f"table limit reached: database {database} may hold {limit} tables; "
+            f"{len(blocked)} new tables not created ({', '.join(list(blocked)[:10])}); their messages are "
+            f"in {database}.{quarantine}",
+        )
+        say(notices[0])
+    return Plan(tables, blocked, notices)

@@ -1,0 +1,93 @@
+"""The quarantine: its one row format and table, for the sync and for ``schema set-type``.
+
+A row is a message rejected whole (``kind = 'message'``: invalid, or its table would pass the
+table limit) or one value that did not fit its column (``kind = 'value'``). Each run's rows are a
+partition ``run_id=<run>`` of the source's ``<prefix>_quarantine`` table.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from eventlake import layout
+from eventlake.catalog import TableSpec
+from eventlake.schema.arrow import arrow_schema
+from eventlake.storage import Storage
+from eventlake.sync.stage import MESSAGES, RunStage, StagedFile
+
+QUARANTINE_TABLE = "_quarantine"
+QUARANTINE_COLUMNS = (
+    ("kind", "string"),  # message (rejected whole) | value (one column's value)
+    ("reason", "string"),
+    ("message_id", "string"),
+    ("table_name", "string"),
+    ("column_name", "string"),
+    ("target_type", "string"),
+    ("raw_value", "string"),
+    ("received_at", "timestamp"),
+)
+QUARANTINE_ARROW = arrow_schema(QUARANTINE_COLUMNS)
+COLUMN_NAMES = tuple(name for name, _ in QUARANTINE_COLUMNS)
+TABLE_LIMIT_REASON = "table limit reached"
+
+
+def quarantine_table(lake: Path, database: str, source_id: str, table_prefix: str) -> TableSpec:
+    """The source's quarantine table, partitioned by run."""
+    location = layout.quarantine_dir(lake, source_id)
+    return TableSpec(
+        database, table_prefix + QUARANTINE_TABLE, QUARANTINE_COLUMNS, ("run_id",), str(location)
+    )
+
+
+def value_row(
+    reason: str, message_id: Any, table: str, column: str, kind: str, raw: str, received_at: datetime | None
+) -> tuple[Any, ...]:
+    """A value that did not fit ``column`` of type ``kind``, as a quarantine row."""
+    return ("value", reason, message_id, table, column, kind, raw, received_at)
+
+
+def rows_table(rows: Sequence[tuple[Any, ...]]) -> Any:
+    """Quarantine rows as an Arrow table (for a Parquet file of the quarantine)."""
+    import pyarrow as pa
+
+    columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in COLUMN_NAMES]
+    arrays = [pa.array(values, field.type) for values, field in zip(columns, QUARANTINE_ARROW, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=QUARANTINE_ARROW)
+
+
+def stage_rejected_messages(
+    parsed: Any, deduped: Any, blocked: Collection[str], stage: RunStage, storage: Storage
+) -> tuple[int, list[StagedFile]]:
+    """Stage the messages rejected whole: invalid ones (``parsed`` rows not ``ok``) and those of
+    the ``blocked`` segment types (tables past the limit). Returns the count of the latter and the
+    files staged. (Values that did not fit their column are staged by the write pass.)"""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    none = F.lit(None).cast("string")
+    parts = []
+    if parsed is not None:
+        parts.append(parsed.filter(~F.col("ok")).select(
+            F.lit("message").alias("kind"), "reason", "message_id", none.alias("table_name"),
+            none.alias("column_name"), none.alias("target_type"), F.col("raw").alias("raw_value"),
+            "received_at",
+        ))  # fmt: skip
+    blocked_count = 0
+    if blocked:
+        rows = deduped.filter(F.col("segment_type").isin(list(blocked)))
+        blocked_count = rows.count()
+        parts.append(rows.select(
+            F.lit("message").alias("kind"), F.lit(TABLE_LIMIT_REASON).alias("reason"), "message_id",
+            F.col("segment_type").alias("table_name"), none.alias("column_name"),
+            none.alias("target_type"), F.col("payload").alias("raw_value"), "received_at",
+        ))  # fmt: skip
+    if not parts:
+        return 0, []
+    folder = stage.folder(MESSAGES)
+    functools.reduce(DataFrame.unionByName, parts).coalesce(1).write.mode("overwrite").parquet(str(folder))
+    files = [StagedFile(MESSAGES, f.path.name) for f in storage.list(folder, "*.parquet")]
+    return blocked_count, files

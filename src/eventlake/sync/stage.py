@@ -1,0 +1,91 @@
+"""A run's staging area: every file a run writes waits in ``segment-stage/<source>/<run>/`` until
+the commit publishes it. :class:`RunStage` owns both ends: where each staged file is, and where
+it goes in the lake. Workers describe what they wrote with a :class:`StagedFile`; nobody derives
+a destination from a path.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from eventlake import layout
+
+# kinds of staged file, and where each is published
+TABLE = "table"  # a lake table's Parquet file -> segment-data/data/.../segment_type=/day=/hr=/
+DEDUPE = "dedupe"  # the run's slice of the dedupe index -> _state/dedupe/<source>/run_id=<run>/
+VALUES = "values"  # values that did not fit their column -> quarantine/<source>/run_id=<run>/
+MESSAGES = "messages"  # rejected messages -> quarantine/<source>/run_id=<run>/
+REPLACE = "replace"  # a new version of a file already in the lake (name: its path in the lake)
+KINDS = (TABLE, DEDUPE, VALUES, MESSAGES, REPLACE)
+
+
+def new_run_id(start: datetime, prefix: str = "") -> str:
+    """Sortable and unique: ``20261122T104700123Z-1a2b``."""
+    stamp = start.strftime("%Y%m%dT%H%M%S") + f"{start.microsecond // 1000:03d}Z"
+    return f"{prefix}{stamp}-{secrets.token_hex(2)}"
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """One file a run staged: what it holds, not where it is (:class:`RunStage` knows that)."""
+
+    kind: str  # one of KINDS
+    name: str  # the file name, unique within the run and kind (REPLACE: the path under the lake root)
+    rows: int = 0
+    segment_type: str = ""  # TABLE: the table's segment type
+    partition: tuple[str, ...] = ()  # TABLE: the partition values, in the run's key order
+
+
+@dataclass(frozen=True)
+class RunStage:
+    """The staging of one run of one source. Plain data: it is pickled to Spark's workers."""
+
+    lake: Path
+    source_id: str
+    source_dir: str  # the source's folder under segment-data/data (its id, or slug)
+    run_id: str
+    keys: tuple[str, ...]  # the partition keys of the source's tables
+
+    @property
+    def root(self) -> Path:
+        return layout.stage_dir(self.lake, self.source_id, self.run_id)
+
+    def scratch(self, name: str) -> Path:
+        """A folder for Spark's intermediate output (``parsed``, ``deduped``, ...), never published."""
+        return self.root / "scratch" / name
+
+    def folder(self, kind: str) -> Path:
+        """Where the staged files of one kind are (Spark writes MESSAGES files straight into it)."""
+        return self.root / kind
+
+    def staged(self, file: StagedFile) -> Path:
+        if file.kind == TABLE:
+            return self.folder(file.kind) / file.segment_type / self._relative(file)
+        return self.folder(file.kind) / file.name
+
+    def final(self, file: StagedFile) -> Path:
+        if file.kind == TABLE:
+            return layout.table_dir(self.lake, self.source_dir, file.segment_type) / self._relative(file)
+        if file.kind == DEDUPE:
+            return (
+                layout.dedupe_index_dir(self.lake, self.source_id)
+                / layout.run_folder(self.run_id)
+                / file.name
+            )
+        if file.kind == REPLACE:
+            return self.lake / file.name
+        if file.kind in (VALUES, MESSAGES):
+            return (
+                layout.quarantine_dir(self.lake, self.source_id) / layout.run_folder(self.run_id) / file.name
+            )
+        raise ValueError(f"unknown kind of staged file: {file.kind!r}")
+
+    def _relative(self, file: StagedFile) -> str:
+        return f"{layout.partition_subdir(self.keys, file.partition)}/{file.name}"
+
+    def moves(self, files: list[StagedFile]) -> list[tuple[str, str]]:
+        """``(staged, final)`` pairs, the manifest's moves."""
+        return [(str(self.staged(f)), str(self.final(f))) for f in files]
