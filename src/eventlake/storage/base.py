@@ -5,6 +5,7 @@ offer. Nothing above this layer knows which store holds the lake; a back end (lo
 object stores next) implements these methods with the same guarantees:
 
 - ``write`` and ``open_write`` make a file appear whole or not at all, durable on return;
+- ``write_new`` creates a file only if none is there, atomically (the base of a lease);
 - ``publish`` moves a staged file to its final place so that it appears whole, and is safe to
   repeat after a crash (the second call finds the file in place and does nothing);
 - ``list`` never shows a file half-written by ``write``/``open_write`` (their temporaries are hidden).
@@ -43,6 +44,12 @@ class Storage(ABC):
     def write(self, path: Path, data: bytes, *, private: bool = False) -> None:
         """Create or replace ``path`` with ``data``, whole or not at all, durable on return.
         ``private``: readable by the owner only (files holding secrets)."""
+
+    @abstractmethod
+    def write_new(self, path: Path, data: bytes) -> bool:
+        """Create ``path`` with ``data`` only if nothing is there, as one atomic step: True when
+        created (whole and durable, as by :meth:`write`), False when ``path`` already exists. Of
+        two concurrent callers at most one gets True (a lease or lock object)."""
 
     @abstractmethod
     def open_write(self, path: Path) -> AbstractContextManager[BinaryIO]:

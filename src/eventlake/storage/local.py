@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +41,30 @@ class LocalStorage(Storage):
     def write(self, path: Path, data: bytes, *, private: bool = False) -> None:
         with self.open_write(path, mode=0o600 if private else 0o644) as handle:
             handle.write(data)
+
+    def write_new(self, path: Path, data: bytes) -> bool:
+        """The whole file is written and fsynced under a hidden temporary name, then hard-linked
+        to ``path``: ``link`` fails when ``path`` exists, so the file appears whole or not at all
+        (an ``O_EXCL`` create followed by writes could leave an empty or partial file after a
+        crash, blocking every later caller)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        temp = Path(name)  # hidden and unique, even between threads
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), 0o644)
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(temp, path)
+            except FileExistsError:
+                return False
+        finally:
+            temp.unlink(missing_ok=True)
+        fsync_dir(path.parent)
+        return True
 
     @contextmanager
     def open_write(self, path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
