@@ -22,6 +22,18 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def make_dirs(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each durable in its own parent."""
+    if folder.is_dir():
+        return
+    make_dirs(folder.parent)
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        return
+    fsync_dir(folder.parent)
+
+
 def temp_path(path: Path) -> Path:
     """Where ``path`` is written before its rename: hidden, and unique to the process."""
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -99,7 +111,12 @@ class LocalStorage(Storage):
         return sorted(found, key=lambda f: f.path)
 
     def delete(self, path: Path) -> None:
-        Path(path).unlink(missing_ok=True)
+        path = Path(path)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        fsync_dir(path.parent)  # a dropped manifest must not come back after a power loss
 
     def delete_tree(self, folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
@@ -107,7 +124,7 @@ class LocalStorage(Storage):
     def publish(self, staged: Path, final: Path) -> bool:
         staged, final = Path(staged), Path(final)
         if staged.exists():
-            final.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(final.parent)
             os.replace(staged, final)
             return True
         if final.exists():

@@ -13,7 +13,7 @@ from pathlib import Path
 from eventlake.catalog import Catalog
 from eventlake.catalog.schema_file import write_schema_file
 from eventlake.storage import Storage
-from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, RETYPE, Manifest
+from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest
 from eventlake.sync.report import write_report_rows
 from eventlake.sync.state import SyncState
 
@@ -39,6 +39,8 @@ def apply(manifest: Manifest, catalog: Catalog, state: SyncState, storage: Stora
             for column, kind in spec.columns:
                 if column in have and have[column] != kind:
                     catalog.set_column_type(spec.database, spec.name, column, kind)
+        elif entry.change != NONE:
+            raise ValueError(f"run {manifest.run_id}: unknown table change {entry.change!r}")
         if entry.partitions:
             catalog.add_partitions(spec, list(entry.partitions))
         if spec.format == "parquet":

@@ -132,7 +132,7 @@ class SourceSync:
             parsed if invalid else None, deduped, plan.blocked, stage, self.storage
         )
         staged += messages
-        tables = [self._table(table, staged) for table in plan.tables.values()]
+        tables = [self._table(table, stage, staged) for table in plan.tables.values()]
         result = SyncResult(
             self.source.slug, self.source.id, stage.run_id, "Success", start, now_utc(),
             tables=tuple(t for t, _ in tables), input_files=len(files), bytes_in=sum(f.size for f in files),
@@ -167,7 +167,9 @@ class SourceSync:
         frame.write.mode("overwrite").parquet(path)
         return self.spark.read.parquet(path)
 
-    def _table(self, table: TablePlan, staged: list[StagedFile]) -> tuple[TableResult, TableEntry]:
+    def _table(
+        self, table: TablePlan, stage: RunStage, staged: list[StagedFile]
+    ) -> tuple[TableResult, TableEntry]:
         """A planned table's result and manifest entry, from the files the workers staged for it."""
         counts: dict[tuple[str, ...], int] = {}
         for f in staged:
@@ -180,7 +182,7 @@ class SourceSync:
             f"{table.name}: {rows} rows"
             + (f", new columns {', '.join(c for c, _ in new)}" if new and not table.is_new else "")
         )
-        keys = layout.partition_columns(self.source.date_partition)
+        keys = stage.keys
         location = layout.table_dir(self.lake, self.source.dir_name, table.segment_type)
         spec = TableSpec(self.database, table.name, table.evolution.columns, keys, str(location))
         result = TableResult(

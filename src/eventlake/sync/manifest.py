@@ -45,6 +45,10 @@ class TableEntry:
             "change": self.change,
         }
 
+    def __post_init__(self) -> None:
+        if self.change not in CHANGES:
+            raise ValueError(f"unknown table change {self.change!r}: one of {', '.join(CHANGES)}")
+
     @classmethod
     def from_dict(cls, entry: dict[str, Any]) -> TableEntry:
         spec = TableSpec(
@@ -56,7 +60,16 @@ class TableEntry:
             entry["format"],
             entry["partition_path"],
         )
-        return cls(spec, tuple(tuple(p) for p in entry["partitions"]), entry["change"])
+        change = entry["change"] if "change" in entry else _legacy_change(entry)
+        return cls(spec, tuple(tuple(p) for p in entry["partitions"]), change)
+
+
+def _legacy_change(entry: dict[str, Any]) -> str:
+    """The change of a manifest written before ``change`` existed (``is_new``: None when the run
+    did not look; ``new_columns``): a run killed on the old version completes on the new one."""
+    if entry.get("is_new") is None or entry.get("new_columns"):
+        return CHECK
+    return CREATE if entry["is_new"] else NONE
 
 
 @dataclass(frozen=True)
