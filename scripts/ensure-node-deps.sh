@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install the npm packages of the client-library tests (Segment's @segment/analytics-node and
-# @segment/analytics-next, and playwright-core to drive Debian's Chromium) into
-# tests/clients/node_modules, exactly as tests/clients/package-lock.json pins them (`npm ci`).
+# @segment/analytics-next, and playwright-core to drive Debian's Chromium) and of the storage
+# tests (Azurite, the Azure Blob Storage emulator: a devDependency) into tests/clients/node_modules,
+# exactly as tests/clients/package-lock.json pins them (`npm ci`). Azurite is pinned to 3.35.0,
+# the last release that runs on Node.js 18/20 (3.36 wants 21+, 3.37 wants 22+).
 # Node.js and npm come from the machine, else from Debian's packages (apt-get).
 # Re-runs are instant: nothing happens while node_modules matches the lock file.
 set -euo pipefail

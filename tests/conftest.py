@@ -24,6 +24,17 @@ from eventlake.timestamps import day_start_ms, now_utc
 
 for _name in [n for n in os.environ if n == "EVENTLAKE_CONFIG" or n.startswith("EVENTLAKE__")]:
     del os.environ[_name]
+# moto's fake credentials, before the shared Spark session starts: its Python workers inherit the
+# JVM's environment, and lakes on the test S3 server (moto) reach it through that chain
+os.environ.update(
+    {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+)
 
 _source_numbers = itertools.count(1)
 _file_numbers = itertools.count(1)
@@ -74,9 +85,8 @@ class Lake:
         received_at = received_at or now_utc()
         name = f"test-{next(_file_numbers):06d}"
         path = layout.archive_file(self.settings.lake.root, self.source.id, day_start_ms(received_at), name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with gzip.open(path, "wb") as handle:
-            handle.write(b"".join(line + b"\n" for line in lines))
+        data = gzip.compress(b"".join(line + b"\n" for line in lines))
+        self.settings.lake.storage().write(path, data)  # a local folder or a bucket
         return path
 
 

@@ -1,12 +1,15 @@
-"""The storage interface, run against every back end: the local disk, and S3 (boto3 against a real
-moto server on 127.0.0.1). Whole-file writes, listing without temporaries, idempotent publishing,
-create-if-absent. Each back end gets a fresh root: ``tmp_path`` on disk, a unique key prefix in
-the bucket. What only the local disk can show (no temporary left in a folder, folders removed,
-file modes) is checked in the local-only tests at the end."""
+"""The storage interface, run against every back end: the local disk, S3 (boto3 against a real
+moto server on 127.0.0.1) and Azure (azure-storage-blob against a real Azurite on 127.0.0.1).
+Whole-file writes, listing without temporaries, idempotent publishing, create-if-absent. Each back
+end gets a fresh root: ``tmp_path`` on disk, a unique key prefix in the bucket or the container.
+What only the local disk can show (no temporary left in a folder, folders removed, file modes) is
+checked in the local-only tests at the end."""
 
 from __future__ import annotations
 
+import pickle
 import stat
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,16 +19,19 @@ import pytest
 from eventlake.errors import ConfigError
 from eventlake.storage import LocalStorage, Storage, StorageError, load_storage, storage_scheme
 from eventlake.storage.local import write_atomic
+from eventlake.storage.location import Location, ObjectPath
 
-from .catalog.servers import AWS_ENV, Moto
+from .catalog.servers import AWS_ENV, AZURITE_ACCOUNT, AZURITE_KEY, Azurite, Moto
 
 BUCKET = "eventlake-storage-test"
+CONTAINER = "eventlake-storage-test"
 
 
 @pytest.fixture(scope="session")
 def s3_storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
     """An S3Storage on a bucket of a moto server of its own, with moto's fake credentials in the
     environment (boto3's default chain) while the session runs."""
+    pytest.importorskip("boto3")
     from eventlake.storage.s3 import S3Storage
 
     server = Moto.start(tmp_path_factory.mktemp("moto-s3") / "moto.log")
@@ -33,19 +39,51 @@ def s3_storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
         with pytest.MonkeyPatch.context() as env:
             for key, value in {**AWS_ENV, "AWS_DEFAULT_REGION": "us-east-1"}.items():
                 env.setenv(key, value)
-            storage = S3Storage(BUCKET, endpoint_url=server.endpoint)
+            storage = S3Storage(endpoint_url=server.endpoint)
             storage.client.create_bucket(Bucket=BUCKET)
             yield storage
     finally:
         server.stop()
 
 
-@pytest.fixture(params=["local", "s3"])
-def backend(request, tmp_path) -> tuple[Storage, Path]:
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """An Azurite blob service of its own, with the container CONTAINER."""
+    blob = pytest.importorskip("azure.storage.blob")
+    server = Azurite.start(tmp_path_factory.mktemp("azurite") / "azurite.log")
+    try:
+        blob.BlobServiceClient.from_connection_string(server.connection_string).create_container(CONTAINER)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def azure_storage(azurite: Azurite) -> Iterator[Storage]:
+    """An AzureStorage on Azurite, with the account key in the environment (AZURE_STORAGE_KEY, the
+    second link of the chain) while the session runs."""
+    from eventlake.storage.azure import AzureStorage
+
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+        env.setenv("AZURE_STORAGE_KEY", AZURITE_KEY)
+        yield AzureStorage(endpoint_url=azurite.endpoint)
+
+
+def azure_root() -> ObjectPath:
+    return ObjectPath.parse(
+        f"abfss://{CONTAINER}@{AZURITE_ACCOUNT}.dfs.core.windows.net/t-{uuid.uuid4().hex}"
+    )
+
+
+@pytest.fixture(params=["local", "s3", "azure"])
+def backend(request, tmp_path) -> tuple[Storage, Location]:
     """A store and a fresh, empty root on it."""
     if request.param == "local":
         return LocalStorage(), tmp_path
-    return request.getfixturevalue("s3_storage"), Path(f"t-{uuid.uuid4().hex}")
+    if request.param == "s3":
+        return request.getfixturevalue("s3_storage"), ObjectPath.parse(f"s3://{BUCKET}/t-{uuid.uuid4().hex}")
+    return request.getfixturevalue("azure_storage"), azure_root()
 
 
 @pytest.fixture
@@ -54,11 +92,11 @@ def storage(backend) -> Storage:
 
 
 @pytest.fixture
-def root(backend) -> Path:
+def root(backend) -> Location:
     return backend[1]
 
 
-def names(storage: Storage, folder: Path, pattern: str = "**/*") -> list[str]:
+def names(storage: Storage, folder: Location, pattern: str = "**/*") -> list[str]:
     return [f.path.relative_to(folder).as_posix() for f in storage.list(folder, pattern)]
 
 
@@ -78,7 +116,8 @@ def test_read_of_a_missing_file_is_file_not_found(storage, root):
 
 
 def test_a_streamed_write_appears_whole_when_the_block_ends(storage, root, monkeypatch):
-    monkeypatch.setattr("eventlake.storage.s3.SPOOL_BYTES", 1024)  # S3: spill the buffer to disk
+    if not isinstance(storage, LocalStorage):  # object stores: spill the buffer to disk
+        monkeypatch.setattr(sys.modules[type(storage).__module__], "SPOOL_BYTES", 1024)
     path = root / "day=1" / "part.parquet"
     with storage.open_write(path) as handle:
         for chunk in range(3):
@@ -192,15 +231,21 @@ def test_write_atomic_can_keep_a_file_private(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-# -- S3 only --------------------------------------------------------------------------------------
+# -- the object stores only ----------------------------------------------------------------------
 
 
-def test_s3_keys_are_paths_relative_to_the_bucket():
-    from eventlake.storage.s3 import object_key
+def test_object_stores_refuse_a_location_they_do_not_hold():
+    pytest.importorskip("boto3")
+    pytest.importorskip("azure.storage.blob")
+    from eventlake.storage.azure import AzureStorage
+    from eventlake.storage.s3 import S3Storage
 
-    assert object_key(Path("lake/segment-data/x.parquet")) == "lake/segment-data/x.parquet"
-    assert object_key("/lake//a/./b") == "lake/a/b"
-    assert object_key(Path(".")) == ""
+    with pytest.raises(StorageError, match=r"not an S3 location: lake/x"):
+        S3Storage().read(Path("lake/x"))
+    with pytest.raises(StorageError, match=r"not an Azure location: s3://bk/x.*abfss://"):
+        AzureStorage().read(ObjectPath.parse("s3://bk/x"))
+    with pytest.raises(StorageError, match=r"'My_Lake' is not an Azure container name"):
+        AzureStorage().read(ObjectPath.parse("abfss://My_Lake@acct.dfs.core.windows.net/x"))
 
 
 def test_s3_endpoint_comes_from_the_standard_environment(monkeypatch):
@@ -210,13 +255,110 @@ def test_s3_endpoint_comes_from_the_standard_environment(monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
-    assert S3Storage("b").endpoint_url == "http://127.0.0.1:1"
+    assert S3Storage().endpoint_url == "http://127.0.0.1:1"
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:2")
-    assert S3Storage("b").endpoint_url == "http://127.0.0.1:2"
-    assert S3Storage("b", endpoint_url="http://127.0.0.1:3").endpoint_url == "http://127.0.0.1:3"
+    assert S3Storage().endpoint_url == "http://127.0.0.1:2"
+    assert S3Storage(endpoint_url="http://127.0.0.1:3").endpoint_url == "http://127.0.0.1:3"
 
 
-def test_an_unsupported_scheme_is_refused_naming_the_setting():
+def test_azure_endpoint_comes_from_the_setting_else_the_environment(monkeypatch):
+    pytest.importorskip("azure.storage.blob")
+    from eventlake.storage.azure import AzureStorage
+
+    monkeypatch.setenv("AZURE_STORAGE_BLOB_ENDPOINT", "http://127.0.0.1:1/devstoreaccount1/")
+    assert AzureStorage().endpoint_url == "http://127.0.0.1:1/devstoreaccount1"
+    assert AzureStorage(endpoint_url="http://127.0.0.1:2/a").endpoint_url == "http://127.0.0.1:2/a"
+    monkeypatch.setenv("AZURE_STORAGE_BLOB_ENDPOINT", "https://a.blob.core.windows.net/?sv=1&sig=SECRET")
+    with pytest.raises(StorageError, match=r"https://a.blob.core.windows.net/ has a query string") as error:
+        AzureStorage()
+    assert "SECRET" not in str(error.value)
+
+
+def test_object_stores_pickle_by_their_settings_and_never_show_a_credential(azurite, monkeypatch):
+    """Spark ships a store to its executors: it travels as its settings, without a client or a
+    credential, and works where it lands. No credential shows in a repr, a pickle or an error."""
+    pytest.importorskip("boto3")
+    from eventlake.storage.azure import AzureStorage
+    from eventlake.storage.s3 import S3Storage
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA-NEVER-SHOWN")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-never-shown")
+    s3 = S3Storage(endpoint_url="http://127.0.0.1:1", region="us-east-1")
+    assert s3.client is not None  # built: holds the credentials
+    shipped = pickle.dumps(s3)
+    copy = pickle.loads(shipped)
+    assert (copy.endpoint_url, copy.region, copy._client) == ("http://127.0.0.1:1", "us-east-1", None)
+    for secret in ("AKIA-NEVER-SHOWN", "aws-secret-never-shown"):
+        assert secret not in repr(s3) and secret.encode() not in shipped
+
+    # a wrong account key: the error names where the key came from, never the key
+    wrong = "A" * 20 + AZURITE_KEY[20:]
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_KEY", wrong)
+    storage, path = AzureStorage(endpoint_url=azurite.endpoint), azure_root() / "f"
+    with pytest.raises(StorageError, match=r"refused the credentials from AZURE_STORAGE_KEY") as error:
+        storage.read(path)
+    shipped = pickle.dumps(storage)
+    assert wrong not in str(error.value) and wrong not in repr(storage) and wrong.encode() not in shipped
+
+    # the right key where the copy lands: it builds its own client from its own environment
+    monkeypatch.setenv("AZURE_STORAGE_KEY", AZURITE_KEY)
+    copy = pickle.loads(shipped)
+    assert copy.endpoint_url == azurite.endpoint and copy._clients == {}
+    copy.write(path, b"shipped")
+    assert pickle.loads(pickle.dumps(copy)).read(path) == b"shipped"
+    assert AZURITE_KEY.encode() not in pickle.dumps(copy) and AZURITE_KEY not in repr(copy)
+
+
+def test_azure_credentials_come_from_the_connection_string_else_say_what_to_set(azurite, monkeypatch):
+    from eventlake.storage.azure import AzureStorage
+
+    # az://container/key: the account and the endpoint come from the connection string
+    monkeypatch.delenv("AZURE_STORAGE_KEY", raising=False)
+    monkeypatch.delenv("AZURE_STORAGE_BLOB_ENDPOINT", raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    path = ObjectPath.parse(f"az://{CONTAINER}/t-{uuid.uuid4().hex}/f")
+    storage = AzureStorage()
+    storage.write(path, b"1")
+    assert [f.path for f in storage.list(path.parent)] == [path]
+    with pytest.raises(StorageError, match=r"account other.*AZURE_STORAGE_CONNECTION_STRING is for "):
+        storage.read(ObjectPath.parse(f"abfss://{CONTAINER}@other.dfs.core.windows.net/f"))
+    with pytest.raises(StorageError, match=r"the container absent does not exist.*create it") as error:
+        storage.read(ObjectPath.parse("az://absent/f"))
+    assert AZURITE_KEY not in str(error.value)
+
+    # nothing in the chain (and no azure-identity): the error says what to set
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
+    monkeypatch.setitem(sys.modules, "azure.identity", None)
+    with pytest.raises(StorageError, match=r"no credentials for the Azure storage account acct: set "
+                       r"AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_KEY"):  # fmt: skip
+        AzureStorage().read(ObjectPath.parse("abfss://lake@acct.dfs.core.windows.net/f"))
+    with pytest.raises(StorageError, match=r"names no storage account.*AZURE_STORAGE_ACCOUNT_NAME"):
+        AzureStorage().read(ObjectPath.parse("az://lake/f"))
+
+
+def test_azure_delete_tree_deletes_one_by_one_where_a_batch_is_refused(azure_storage, monkeypatch):
+    """Blob Batch is not available on every ADLS Gen2 account: the files still go."""
+    from azure.core.exceptions import HttpResponseError
+
+    def refused(*names, **options):
+        raise HttpResponseError(message="batch not supported")
+
+    root = azure_root()
+    for name in ["a", "b/c"]:
+        azure_storage.write(root / name, b"1")
+    monkeypatch.setattr("azure.storage.blob.ContainerClient.delete_blobs", refused)
+    azure_storage.delete_tree(root)
+    assert azure_storage.list(root, "**/*") == []
+
+
+def test_load_storage_serves_each_scheme_and_refuses_the_others():
+    pytest.importorskip("boto3")
+    pytest.importorskip("azure.storage.blob")
     assert storage_scheme("/srv/lake") == "file" and storage_scheme("S3://bucket/prefix") == "s3"
-    with pytest.raises(ConfigError, match=r"lake\.root.*s3://.*not supported"):
-        load_storage("s3://bucket/prefix")
+    assert isinstance(load_storage("/srv/lake"), LocalStorage)
+    assert type(load_storage("s3://bk/ev", endpoint_url="http://127.0.0.1:1")).__name__ == "S3Storage"
+    azure = load_storage("abfss://c0@acct.dfs.core.windows.net/ev", endpoint_url="http://127.0.0.1:2/acct")
+    assert type(azure).__name__ == "AzureStorage" and azure.endpoint_url == "http://127.0.0.1:2/acct"
+    with pytest.raises(ConfigError, match=r"lake\.root.*gs://.*not supported"):
+        load_storage("gs://bucket/prefix")

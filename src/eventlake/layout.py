@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from eventlake.storage.location import Location
+
 ARCHIVE = "segment-logs"
 DATA = "segment-data"
 STAGE = "segment-stage"
@@ -29,20 +31,20 @@ REPORT_FILE = "report.json"
 # raw archive ---------------------------------------------------------------------------------
 
 
-def archive_root(lake: Path) -> Path:
+def archive_root(lake: Location) -> Location:
     return lake / ARCHIVE
 
 
-def archive_source_dir(lake: Path, source_id: str) -> Path:
+def archive_source_dir(lake: Location, source_id: str) -> Location:
     return lake / ARCHIVE / source_id
 
 
-def archive_file(lake: Path, source_id: str, day_ms: int, name: str) -> Path:
+def archive_file(lake: Location, source_id: str, day_ms: int, name: str) -> Location:
     """``segment-logs/<source-id>/<day-ms>/<name>.gz``."""
     return lake / ARCHIVE / source_id / str(day_ms) / f"{name}{ARCHIVE_SUFFIX}"
 
 
-def lake_relative(lake: Path, path: Path) -> str:
+def lake_relative(lake: Location, path: Location) -> str:
     """A file's key: its path relative to the lake root, with ``/`` (archive files in the ledger)."""
     return path.relative_to(lake).as_posix()
 
@@ -69,12 +71,12 @@ def partition_columns(date_partition: str) -> tuple[str, ...]:
     return tuple(key for key, _ in _PARTITION_PATTERNS[date_partition])
 
 
-def source_data_dir(lake: Path, source_dir_name: str) -> Path:
+def source_data_dir(lake: Location, source_dir_name: str) -> Location:
     """``segment-data/data/<source-id or slug>``."""
     return lake / DATA / "data" / source_dir_name
 
 
-def table_dir(lake: Path, source_dir_name: str, segment_type: str) -> Path:
+def table_dir(lake: Location, source_dir_name: str, segment_type: str) -> Location:
     return source_data_dir(lake, source_dir_name) / f"segment_type={segment_type}"
 
 
@@ -83,7 +85,7 @@ def partition_subdir(keys: tuple[str, ...], values: tuple[str, ...]) -> str:
     return "/".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
 
 
-def quarantine_dir(lake: Path, source_id: str) -> Path:
+def quarantine_dir(lake: Location, source_id: str) -> Location:
     return lake / DATA / "quarantine" / source_id
 
 
@@ -93,12 +95,12 @@ def quarantine_dir(lake: Path, source_id: str) -> Path:
 REPORT_PARTITION_PATH = "day={day}/source={source_id}/run_id={run_id}"
 
 
-def report_file(lake: Path, day: str, source_id: str, run_id: str) -> Path:
+def report_file(lake: Location, day: str, source_id: str, run_id: str) -> Location:
     folder = REPORT_PARTITION_PATH.format(day=day, source_id=source_id, run_id=run_id)
     return lake / DATA / "reports" / folder / REPORT_FILE
 
 
-def reports_root(lake: Path) -> Path:
+def reports_root(lake: Location) -> Location:
     return lake / DATA / "reports"
 
 
@@ -107,45 +109,50 @@ def report_files_pattern() -> str:
     return re.sub(r"\{\w+\}", "*", REPORT_PARTITION_PATH) + "/" + REPORT_FILE
 
 
-def state_dir(lake: Path, kind: str, source_id: str) -> Path:
+def state_dir(lake: Location, kind: str, source_id: str) -> Location:
     """Durable sync state: ``segment-data/_state/<kind>/<source-id>`` (ledger, dedupe, pending)."""
     return lake / DATA / "_state" / kind / source_id
 
 
-def sync_lock_file(lake: Path, source_id: str) -> Path:
+def sync_lock_file(lake: Location, source_id: str) -> Location:
     """Held by the sync of a source: beside the state it protects, so it holds across state dirs."""
     return lake / DATA / "_state" / "locks" / f"sync-{source_id}.lock"
 
 
-def schemas_root(lake: Path) -> Path:
+def sync_lease_dir(lake: Location, source_id: str) -> Location:
+    """The sync lease of a source on an object store: ``_state/locks/sync-<id>/lease-<n>.json``."""
+    return lake / DATA / "_state" / "locks" / f"sync-{source_id}"
+
+
+def schemas_root(lake: Location) -> Location:
     return lake / DATA / "_state" / "schemas"
 
 
-def schema_file(lake: Path, database: str, table: str) -> Path:
+def schema_file(lake: Location, database: str, table: str) -> Location:
     return schemas_root(lake) / database / f"{table}.json"
 
 
-def suppression_file(lake: Path, source_id: str) -> Path:
+def suppression_file(lake: Location, source_id: str) -> Location:
     """The source's suppression list: ``segment-data/_state/suppression/<source-id>.json``."""
     return lake / DATA / "_state" / "suppression" / f"{source_id}.json"
 
 
-def suppression_lock_file(lake: Path, source_id: str) -> Path:
+def suppression_lock_file(lake: Location, source_id: str) -> Location:
     """Held while the suppression list is rewritten: ``.../suppression/.<source-id>.lock``."""
     return lake / DATA / "_state" / "suppression" / f".{source_id}.lock"
 
 
-def ledger_file(lake: Path, source_id: str, run_id: str) -> Path:
+def ledger_file(lake: Location, source_id: str, run_id: str) -> Location:
     """The ledger entry of one run: the archive files it brought into the lake."""
     return state_dir(lake, "ledger", source_id) / f"{run_id}.json"
 
 
-def pending_file(lake: Path, source_id: str, run_id: str) -> Path:
+def pending_file(lake: Location, source_id: str, run_id: str) -> Location:
     """The commit manifest of a run that has not finished publishing."""
     return state_dir(lake, "pending", source_id) / f"{run_id}.json"
 
 
-def dedupe_index_dir(lake: Path, source_id: str) -> Path:
+def dedupe_index_dir(lake: Location, source_id: str) -> Location:
     """The source's dedupe index: ``_state/dedupe/<source-id>/run_id=<run>/*.parquet``."""
     return state_dir(lake, "dedupe", source_id)
 
@@ -155,11 +162,11 @@ def run_folder(run_id: str) -> str:
     return f"run_id={run_id}"
 
 
-def stage_root(lake: Path, source_id: str) -> Path:
+def stage_root(lake: Location, source_id: str) -> Location:
     return lake / STAGE / source_id
 
 
-def stage_dir(lake: Path, source_id: str, run_id: str) -> Path:
+def stage_dir(lake: Location, source_id: str, run_id: str) -> Location:
     """One run's staging: ``segment-stage/<source-id>/<run-id>/<kind>/...``, where each kind of
     file (table, dedupe, values, messages, rewritten) waits until the commit publishes it."""
     return stage_root(lake, source_id) / run_id
@@ -289,7 +296,7 @@ def spool_segment_day_ms(segment_name: str) -> int | None:
     return int(parts[0])
 
 
-def archive_temp_file(lake: Path, source_id: str, day_ms: int, name: str) -> Path:
+def archive_temp_file(lake: Location, source_id: str, day_ms: int, name: str) -> Location:
     """Where ``archive_file(...)`` is written before its atomic rename: a hidden ``.tmp`` sibling."""
     final = archive_file(lake, source_id, day_ms, name)
     return final.with_name(f".{final.name}.tmp")

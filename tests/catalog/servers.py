@@ -1,7 +1,8 @@
 """Real servers for the catalog tests, each in its own temporary directory on 127.0.0.1:
-PostgreSQL (initdb + pg_ctl), MariaDB (mariadb-install-db + mariadbd), moto's AWS emulator, and
-`eventlake metastore`. They are installed by `make setup` (scripts/ensure-db-servers.sh); without
-them the tests that need them are skipped (in CI they fail).
+PostgreSQL (initdb + pg_ctl), MariaDB (mariadb-install-db + mariadbd), moto's AWS emulator,
+Azurite's blob service, and `eventlake metastore`. They are installed by `make setup`
+(scripts/ensure-db-servers.sh; Azurite by scripts/ensure-node-deps.sh); without them the tests
+that need them are skipped (in CI they fail).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def port_open(port: int) -> bool:
         return False
 
 
-def missing(what: str) -> None:
-    message = f"{what} is not installed: run scripts/ensure-db-servers.sh (make setup does)"
+def missing(what: str, installer: str = "scripts/ensure-db-servers.sh") -> None:
+    message = f"{what} is not installed: run {installer} (make setup does)"
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
@@ -249,6 +250,57 @@ AWS_ENV = {
     "AWS_SESSION_TOKEN": "testing",
     "AWS_EC2_METADATA_DISABLED": "true",
 }
+
+
+# -- Azurite (Azure Blob Storage emulator) ------------------------------------------------------
+
+AZURITE = Path(__file__).resolve().parents[1] / "clients" / "node_modules" / ".bin" / "azurite-blob"
+AZURITE_ACCOUNT = "devstoreaccount1"  # Azurite's well-known development account and its published key
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="  # noqa: S105
+AZURITE_ENV = {"AZURE_STORAGE_KEY": AZURITE_KEY}
+
+
+@dataclass
+class Azurite:
+    """Azurite's blob service (npm, installed by scripts/ensure-node-deps.sh) on a free port of
+    127.0.0.1, in memory. Never on its default port 10000: Spark's Thrift server may hold it."""
+
+    port: int
+    process: subprocess.Popen
+    log: Path
+    workspace: Path
+
+    @property
+    def endpoint(self) -> str:
+        """The account's blob endpoint, path-style as Azurite serves it."""
+        return f"http://127.0.0.1:{self.port}/{AZURITE_ACCOUNT}"
+
+    @property
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={self.endpoint};"
+        )
+
+    @classmethod
+    def start(cls, log: Path) -> Azurite:
+        if not AZURITE.exists() or not shutil.which("node"):
+            missing("Azurite (npm)", "scripts/ensure-node-deps.sh")
+        port = free_port()
+        workspace = Path(tempfile.mkdtemp(prefix="eventlake-azurite-"))
+        with open(log, "ab") as out:
+            process = subprocess.Popen(
+                [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+                 "--extentMemoryLimit", "256", "--skipApiVersionCheck", "--disableTelemetry", "--silent"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workspace,
+            )  # fmt: skip
+        server = cls(port, process, log, workspace)
+        wait_until(lambda: port_open(port), "azurite-blob", process, log)
+        return server
+
+    def stop(self) -> None:
+        stop_process(self.process)
+        shutil.rmtree(self.workspace, ignore_errors=True)
 
 
 # -- `eventlake metastore` ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.utils import AnalysisException
 
 from eventlake.catalog.base import Catalog, Column, TableSpec
+from eventlake.storage import hadoop_uri
 
 # partitions registered per ALTER TABLE statement
 _PARTITION_BATCH = 100
@@ -58,7 +59,7 @@ class HiveCatalog(Catalog):
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {name} ({_columns_ddl(columns)}) USING json "
                 + (f"PARTITIONED BY ({keys}) " if keys else "")
-                + f"LOCATION {_literal(spec.location)}"
+                + f"LOCATION {_literal(hadoop_uri(spec.location))}"
             )
             return
         partitions = ", ".join(f"{_ident(k)} string" for k in spec.partition_keys)
@@ -66,7 +67,7 @@ class HiveCatalog(Catalog):
             f"CREATE EXTERNAL TABLE IF NOT EXISTS {name} "
             f"({_columns_ddl(spec.columns)}) "
             + (f"PARTITIONED BY ({partitions}) " if partitions else "")
-            + f"STORED AS PARQUET LOCATION {_literal(spec.location)}"
+            + f"STORED AS PARQUET LOCATION {_literal(hadoop_uri(spec.location))}"
         )
 
     def add_columns(self, database: str, table: str, columns: Sequence[Column]) -> None:
@@ -94,7 +95,7 @@ class HiveCatalog(Catalog):
                 keys = ", ".join(
                     f"{_ident(k)}={_literal(v)}" for k, v in zip(spec.partition_keys, values, strict=True)
                 )
-                location = spec.partition_location(values)
+                location = hadoop_uri(spec.partition_location(values))
                 clauses.append(f"PARTITION ({keys}) LOCATION {_literal(location)}")
             self.spark.sql(
                 f"ALTER TABLE {_ident(spec.database)}.{_ident(spec.name)} ADD IF NOT EXISTS "

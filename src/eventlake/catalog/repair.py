@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from eventlake import layout, progress
@@ -21,7 +20,7 @@ from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import Settings
 from eventlake.errors import UsageError
 from eventlake.progress import Say
-from eventlake.storage import load_storage
+from eventlake.storage import Storage, to_location
 
 
 def partition_template(spec: TableSpec) -> str:
@@ -29,11 +28,11 @@ def partition_template(spec: TableSpec) -> str:
     return spec.partition_path or "/".join(f"{k}={{{k}}}" for k in spec.partition_keys)
 
 
-def partitions_on_disk(spec: TableSpec) -> list[tuple[str, ...]]:
+def partitions_on_disk(storage: Storage, spec: TableSpec) -> list[tuple[str, ...]]:
     """The partitions (values in partition key order) whose folder under the table's location holds
     at least one data file (``*.parquet`` for Parquet tables); hidden and ``_``-prefixed files do
     not count, as in Spark."""
-    if not spec.partition_keys or "://" in spec.location:
+    if not spec.partition_keys:
         return []
     template = partition_template(spec)
     pattern = re.compile(
@@ -44,12 +43,12 @@ def partitions_on_disk(spec: TableSpec) -> list[tuple[str, ...]]:
         )
     )
     suffix = ".parquet" if spec.format == "parquet" else ""
-    root = Path(spec.location)
+    root = to_location(spec.location)
     found = set()
-    for path in root.glob(re.sub(r"\{\w+\}", "*", template) + "/*" + suffix):
-        if path.name.startswith((".", "_")) or not path.is_file():
+    for info in storage.list(root, re.sub(r"\{\w+\}", "*", template) + "/*" + suffix):
+        if info.path.name.startswith((".", "_")):
             continue
-        match = pattern.fullmatch(path.parent.relative_to(root).as_posix())
+        match = pattern.fullmatch(info.path.parent.relative_to(root).as_posix())
         if match:
             found.add(tuple(match[key] for key in spec.partition_keys))
     return sorted(found)
@@ -79,7 +78,7 @@ class RepairResult:
         return sum(t.partitions for t in self.tables)
 
 
-def repair_table(catalog: Catalog, spec: TableSpec) -> RepairedTable:
+def repair_table(catalog: Catalog, storage: Storage, spec: TableSpec) -> RepairedTable:
     """Bring one table of the catalog in line with its schema file and its partition folders."""
     existing = catalog.table_columns(spec.database, spec.name)
     added = catalog.ensure_table(spec)
@@ -89,7 +88,7 @@ def repair_table(catalog: Catalog, spec: TableSpec) -> RepairedTable:
         differ = [f"{n} {t} (schema file: {declared[n]})" for n, t in existing if declared.get(n, t) != t]
         if differ:
             notice = "catalog types differ from the schema file: " + ", ".join(differ)
-    partitions = partitions_on_disk(spec)
+    partitions = partitions_on_disk(storage, spec)
     if partitions:
         catalog.add_partitions(spec, partitions)
     return RepairedTable(
@@ -120,7 +119,8 @@ def repair_catalog(
     """
     lake = settings.lake.root
     databases = {settings.database_name(settings.source(s)) for s in slugs} or None
-    specs = read_schema_files(load_storage(lake), lake, databases)
+    storage = settings.lake.storage()
+    specs = read_schema_files(storage, lake, databases)
     if not specs:
         raise UsageError(
             f"no schema files under {layout.schemas_root(lake)}"
@@ -128,17 +128,17 @@ def repair_catalog(
             + ": nothing to repair (they are written by `eventlake sync`)"
         )
     if settings.catalog.kind != "hive":  # the other back ends need no Spark
-        return _repair(load_catalog(settings, spark), [*specs, *tables], say)
+        return _repair(load_catalog(settings, spark), storage, [*specs, *tables], say)
     from eventlake.jvm.session import owned_session
 
     with owned_session(settings, "eventlake-catalog-repair", spark, say) as session:
-        return _repair(load_catalog(settings, session), [*specs, *tables], say)
+        return _repair(load_catalog(settings, session), storage, [*specs, *tables], say)
 
 
-def _repair(catalog: Catalog, specs: Sequence[TableSpec], say: Say) -> RepairResult:
+def _repair(catalog: Catalog, storage: Storage, specs: Sequence[TableSpec], say: Say) -> RepairResult:
     repaired = []
     for spec in specs:
-        table = repair_table(catalog, spec)
+        table = repair_table(catalog, storage, spec)
         added = ", ".join(n for n, _ in table.columns_added)
         say(
             f"{spec.qualified}: {'created' if table.created else 'present'}, "

@@ -17,7 +17,7 @@ import orjson
 from eventlake import layout
 from eventlake.catalog.base import TableSpec
 from eventlake.errors import EventLakeError
-from eventlake.storage import Storage
+from eventlake.storage import Location, Storage
 
 
 class SchemaFileError(EventLakeError):
@@ -25,7 +25,7 @@ class SchemaFileError(EventLakeError):
 
     code = "internal_error"
 
-    def __init__(self, path: Path, problem: str) -> None:
+    def __init__(self, path: Location, problem: str) -> None:
         super().__init__(f"schema file {path}: {problem}", path=str(path), problem=problem)
 
 
@@ -46,20 +46,21 @@ def schema_document(spec: TableSpec) -> dict[str, Any]:
     return document
 
 
-def write_schema_file(storage: Storage, lake: Path, spec: TableSpec) -> None:
+def write_schema_file(storage: Storage, lake: Location, spec: TableSpec) -> None:
     path = layout.schema_file(lake, spec.database, spec.name)
     storage.write(path, orjson.dumps(schema_document(spec), option=orjson.OPT_INDENT_2))
 
 
-def resolve_location(lake: Path, location: str) -> str:
+def resolve_location(storage: Storage, lake: Location, location: str) -> str:
     """Where a table's files are in *this* lake: a recorded local location is re-anchored on the
     current lake root (from its ``segment-data/`` on) when that place exists, so a lake moved,
     copied or mounted elsewhere is read where it is now; otherwise the recorded location. URIs
     (``s3a://...``) are returned as they are.
 
-    >>> resolve_location(Path("/new/lake"), "s3a://bucket/lake/segment-data/data/x")
+    >>> from eventlake.storage import LocalStorage
+    >>> resolve_location(LocalStorage(), Path("/new/lake"), "s3a://bucket/lake/segment-data/data/x")
     's3a://bucket/lake/segment-data/data/x'
-    >>> resolve_location(Path("/new/lake"), "/gone/lake/segment-data/data/x")  # /new/lake is empty
+    >>> resolve_location(LocalStorage(), Path("/new/lake"), "/gone/lake/segment-data/data/x")
     '/gone/lake/segment-data/data/x'
     """
     if "://" in location:
@@ -67,11 +68,12 @@ def resolve_location(lake: Path, location: str) -> str:
     parts = Path(location).parts
     if layout.DATA not in parts:
         return location
-    here = lake.joinpath(*parts[len(parts) - 1 - parts[::-1].index(layout.DATA) :])
-    return str(here) if here.exists() else location
+    here = lake / "/".join(parts[len(parts) - 1 - parts[::-1].index(layout.DATA) :])
+    on_disk = storage.local_path(here)
+    return str(here) if on_disk is None or on_disk.exists() else location
 
 
-def read_schema_file(storage: Storage, path: Path, lake: Path) -> TableSpec:
+def read_schema_file(storage: Storage, path: Location, lake: Location) -> TableSpec:
     """The table a schema file describes, with its location resolved against ``lake``."""
     try:
         doc: dict[str, Any] = orjson.loads(storage.read(path))
@@ -82,7 +84,7 @@ def read_schema_file(storage: Storage, path: Path, lake: Path) -> TableSpec:
             name=doc["table"],
             columns=tuple((c["name"], c["type"]) for c in doc["columns"]),
             partition_keys=tuple(doc["partition_keys"]),
-            location=resolve_location(lake, doc["location"]),
+            location=resolve_location(storage, lake, doc["location"]),
             **optional,
         )
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
@@ -90,7 +92,7 @@ def read_schema_file(storage: Storage, path: Path, lake: Path) -> TableSpec:
 
 
 def read_schema_files(
-    storage: Storage, lake: Path, databases: Collection[str] | None = None
+    storage: Storage, lake: Location, databases: Collection[str] | None = None
 ) -> list[TableSpec]:
     """Every table of the lake (or of ``databases``), sorted by database and name."""
     files = storage.list(layout.schemas_root(lake), "*/*.json")

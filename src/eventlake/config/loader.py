@@ -24,7 +24,7 @@ from eventlake.config.settings import (
     SyncSettings,
 )
 from eventlake.errors import ConfigError
-from eventlake.storage import load_storage, storage_scheme
+from eventlake.storage import Location, ObjectPath, load_storage, storage_scheme
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -89,13 +89,13 @@ def parse_settings(raw: Mapping[str, Any], config_path: Path) -> Settings:
             raise ConfigError(key, "unknown section", f"valid sections: {', '.join(sorted(known))}")
     base = config_path.parent
     lake_raw = _table(raw, "lake")
-    _reject_unknown("lake", lake_raw, {"root", "state_dir"})
+    _reject_unknown("lake", lake_raw, {"root", "state_dir", "endpoint_url"})
     root = _typed("lake.root", lake_raw.get("root", "lake"), str)
-    if storage_scheme(root) != "file":
-        load_storage(root)  # refuses, naming the setting, until the scheme has a back end
+    endpoint_url = _typed("lake.endpoint_url", lake_raw.get("endpoint_url", ""), str)
     lake = LakeSettings(
-        root=_path(base, root),
+        root=_lake_root(base, root),
         state_dir=_path(base, _typed("lake.state_dir", lake_raw.get("state_dir", ".eventlake"), str)),
+        endpoint_url=endpoint_url,
     )
     sections = {name: _section(name, cls, _table(raw, name)) for name, cls in _SIMPLE_SECTIONS.items()}
     _validate_sections(sections)
@@ -303,6 +303,22 @@ def _reject_unknown(where: str, raw: Mapping[str, Any], known: set[str]) -> None
     for key in raw:
         if key not in known:
             raise ConfigError(f"{where}.{key}", "unknown setting", f"valid: {', '.join(sorted(known))}")
+
+
+def _lake_root(base: Path, value: str) -> Location:
+    """A local path (relative to the config file's folder) or an object store URI."""
+    if storage_scheme(value) == "file":
+        return _path(base, value)
+    load_storage(value)  # refuses, naming the setting, a scheme without a back end
+    try:
+        root = ObjectPath.parse(value)
+    except ValueError:
+        raise ConfigError(
+            "lake.root",
+            value,
+            "write it as s3://bucket/prefix or abfss://container@account.dfs.core.windows.net/prefix",
+        ) from None
+    return root
 
 
 def _path(base: Path, value: str) -> Path:

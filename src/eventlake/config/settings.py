@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eventlake.storage import Location, ObjectPath, Storage, load_storage
+
 DATE_PARTITIONS = ("day-hour", "year-month-day-hour", "year-month-day", "day")
 FILL_IP_MODES = ("auto", "always", "never")
 
@@ -34,8 +36,19 @@ class Secret:
 
 @dataclass(frozen=True)
 class LakeSettings:
-    root: Path  # the lake root (raw archive, lake data, reports, durable sync state)
+    root: Location  # the lake root (raw archive, lake data, reports, durable sync state): a path or a URI
     state_dir: Path  # local state: collector spool, embedded metastore, Spark warehouse, locks
+    # the object store's endpoint (MinIO, R2, Ceph, emulators); default: AWS_ENDPOINT_URL_S3, ...
+    endpoint_url: str = ""
+
+    def storage(self) -> Storage:
+        """The store that holds the lake."""
+        return load_storage(self.root, endpoint_url=self.endpoint_url)
+
+    @property
+    def remote(self) -> bool:
+        """Whether the lake is on an object store (not a local directory)."""
+        return isinstance(self.root, ObjectPath)
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,9 @@ class CollectorSettings:
 class SyncSettings:
     interval_seconds: float = 900.0  # how often `eventlake up` runs a sync
     max_tables_per_database: int = 200_000  # Glue's limit; past it new tables are not created
+    # a lake on an object store: how long a sync's lease on its source lasts unless renewed (a killed
+    # sync on another machine blocks the next one at most this long)
+    lease_seconds: float = 60.0
 
 
 @dataclass(frozen=True)

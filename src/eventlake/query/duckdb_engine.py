@@ -7,22 +7,27 @@ as strings, exactly as Spark shows the table. Timestamps are UTC. Spark's backti
 identifiers and ``SHOW TABLES IN db`` are translated (see :mod:`eventlake.query.dialect`).
 
 DuckDB reads every partition folder on disk, where Spark reads the partitions registered in the
-catalog; the two differ only while a sync is publishing.
+catalog; the two differ only while a sync is publishing. A lake on an object store is read
+through :mod:`eventlake.storage` (an Arrow dataset on :func:`~eventlake.storage.arrow.arrow_filesystem`),
+since DuckDB's httpfs extension may not be installable: the same credentials and endpoint as the sync.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
 
 from eventlake.catalog.base import TableSpec
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import Settings
 from eventlake.query.dialect import spark_to_duckdb
 from eventlake.query.engine import QueryError, QueryResult, first_line
-from eventlake.storage import load_storage
+from eventlake.schema.arrow import arrow_schema
+from eventlake.storage import Storage, to_location
+from eventlake.storage.arrow import arrow_filesystem
 
 # eventlake's column types (eventlake.schema.types) and a few more Spark names, as DuckDB types
 _TYPES = {
@@ -62,28 +67,42 @@ def literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def view_sql(spec: TableSpec) -> str:
-    """``CREATE VIEW`` for one table over its ``k=v/...`` folders of Parquet files."""
+def view_sql(spec: TableSpec, scan: str | None) -> str:
+    """``CREATE VIEW`` for one table over ``scan`` (the FROM of its Parquet files; None: no files)."""
     columns = [f"CAST({ident(n)} AS {duckdb_type(t)}) AS {ident(n)}" for n, t in spec.columns]
     keys = [f"CAST({ident(k)} AS VARCHAR) AS {ident(k)}" for k in spec.partition_keys]
-    pattern = spec.location.rstrip("/") + "/*" * len(spec.partition_keys) + "/*.parquet"
     view = f"CREATE VIEW {ident(spec.database)}.{ident(spec.name)} AS SELECT "
-    if not _has_files(spec.location, len(spec.partition_keys)):
+    if scan is None:
         nulls = [f"CAST(NULL AS {duckdb_type(t)}) AS {ident(n)}" for n, t in spec.columns]
         nulls += [f"CAST(NULL AS VARCHAR) AS {ident(k)}" for k in spec.partition_keys]
         return view + ", ".join(nulls) + " WHERE false"
-    scan = (
-        f"read_parquet({literal(pattern)}, union_by_name = true"
-        + (", hive_partitioning = true, hive_types_autocast = false" if spec.partition_keys else "")
-        + ")"
-    )
     return view + ", ".join(columns + keys) + f" FROM {scan}"
 
 
-def _has_files(location: str, depth: int) -> bool:
-    if "://" in location:
-        return True  # object storage: let DuckDB try (it needs its httpfs extension)
-    return any(Path(location).glob("*/" * depth + "*.parquet"))
+def table_scan(con: duckdb.DuckDBPyConnection, storage: Storage, spec: TableSpec, index: int) -> str | None:
+    """The FROM clause over a table's ``k=v/.../*.parquet`` files; None when it has none. On disk
+    DuckDB globs them itself; on an object store they are an Arrow dataset read through ``storage``."""
+    location = to_location(spec.location)
+    pattern = "*/" * len(spec.partition_keys) + "*.parquet"
+    on_disk = storage.local_path(location)
+    if on_disk is not None:
+        if not any(on_disk.glob(pattern)):
+            return None
+        glob = spec.location.rstrip("/") + "/" + pattern
+        hive = ", hive_partitioning = true, hive_types_autocast = false" if spec.partition_keys else ""
+        return f"read_parquet({literal(glob)}, union_by_name = true{hive})"
+    files = [str(f.path) for f in storage.list(location, pattern)]
+    if not files:
+        return None
+    keys = pa.schema([(k, pa.string()) for k in spec.partition_keys])
+    dataset = ds.dataset(
+        files, schema=pa.unify_schemas([arrow_schema(spec.columns), keys]), format="parquet",
+        filesystem=arrow_filesystem(storage), partitioning=ds.partitioning(keys, flavor="hive"),
+        partition_base_dir=str(location),
+    )  # fmt: skip
+    name = f"__eventlake_table_{index}"
+    con.register(name, dataset)
+    return ident(name)
 
 
 def tables_named_in(sql: str, specs: list[TableSpec]) -> list[TableSpec]:
@@ -102,18 +121,15 @@ def tables_named_in(sql: str, specs: list[TableSpec]) -> list[TableSpec]:
 def connect(settings: Settings, sql: str = "") -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB in UTC with a view per lake table named in ``sql`` (every table when
     ``sql`` is empty), in a schema per database."""
-    specs = [
-        s
-        for s in read_schema_files(load_storage(settings.lake.root), settings.lake.root)
-        if s.format == "parquet"
-    ]
+    storage = settings.lake.storage()
+    specs = [s for s in read_schema_files(storage, settings.lake.root) if s.format == "parquet"]
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
         for database in sorted({s.database for s in specs}):
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(database)}")
-        for spec in tables_named_in(sql, specs) if sql else specs:
-            con.execute(view_sql(spec))
+        for index, spec in enumerate(tables_named_in(sql, specs) if sql else specs):
+            con.execute(view_sql(spec, table_scan(con, storage, spec, index)))
     except duckdb.Error as exc:
         con.close()
         raise QueryError(f"cannot open the lake in DuckDB: {first_line(exc)}") from None
@@ -133,7 +149,7 @@ def run_duckdb(settings: Settings, sql: str) -> QueryResult:
     except duckdb.Error as exc:
         hint = ""
         if isinstance(exc, duckdb.CatalogException) and not read_schema_files(
-            load_storage(settings.lake.root), settings.lake.root
+            settings.lake.storage(), settings.lake.root
         ):
             hint = (
                 f" (no table has a schema file under {settings.lake.root} yet: `eventlake sync` writes them)"

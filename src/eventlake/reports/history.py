@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 
 from eventlake.config import Settings
-from eventlake.storage import load_storage
 from eventlake.sync.report import read_report_rows, report_files
 from eventlake.timestamps import now_utc
 
@@ -43,7 +42,7 @@ def _status(rows: list[dict[str, Any]]) -> str:
 def _runs(settings: Settings, source: str | None) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """Each run's ``source`` row and its ``event`` rows, from the report files."""
     wanted = settings.source(source).id if source else None
-    storage = load_storage(settings.lake.root)
+    storage = settings.lake.storage()
     for path in report_files(storage, settings.lake.root):
         try:
             rows = read_report_rows(storage, path)

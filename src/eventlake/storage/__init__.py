@@ -1,35 +1,58 @@
-"""Where the lake's files live: one interface (:class:`Storage`) and its back ends, by scheme."""
+"""Where the lake's files live: one interface (:class:`Storage`) and its back ends, by scheme.
+
+A lake root is a local path or a URI; :func:`load_storage` gives the store that holds it, and
+:mod:`.location` the path type of each (``Path`` on disk, :class:`ObjectPath` on object stores).
+"""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from pathlib import Path
 
 from eventlake.errors import ConfigError
 from eventlake.storage.base import FileInfo, Storage, StorageError
 from eventlake.storage.local import LocalStorage
+from eventlake.storage.location import Location, ObjectPath, hadoop_uri, to_location, uri_scheme
 
-# a URI scheme (s3://, abfss://, gs://) at the start of a lake root
-URI_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
-
-STORAGE_LOADERS: dict[str, Callable[[], Storage]] = {"file": LocalStorage}
+SCHEMES = ("file", "s3", "s3a", "abfss", "abfs", "az")
 
 
-def storage_scheme(root: str | Path) -> str:
+def storage_scheme(root: str | Location) -> str:
     """``file`` for a local path, else the URI's scheme: ``storage_scheme("s3://b/p") == "s3"``."""
-    match = URI_SCHEME.match(str(root))
-    return match.group(1).lower() if match else "file"
+    return uri_scheme(root)
 
 
-def load_storage(root: str | Path) -> Storage:
-    """The store that holds a lake root."""
+def load_storage(root: str | Location, *, endpoint_url: str = "") -> Storage:
+    """The store that holds a lake root. ``endpoint_url``: an S3-compatible or Azure endpoint
+    (emulators, MinIO); else each cloud's standard environment variables."""
     scheme = storage_scheme(root)
-    if scheme not in STORAGE_LOADERS:
-        raise ConfigError(
-            "lake.root", f"{root}", f"use a local path; the {scheme}:// scheme is not supported yet"
-        )
-    return STORAGE_LOADERS[scheme]()
+    if scheme == "file":
+        return LocalStorage()
+    if scheme in ("s3", "s3a"):
+        from eventlake.storage.s3 import S3Storage
+
+        return S3Storage(endpoint_url=endpoint_url or None)
+    if scheme in ("abfss", "abfs", "az"):
+        from eventlake.storage.azure import AzureStorage
+
+        return AzureStorage(endpoint_url=endpoint_url or None)
+    raise ConfigError(
+        "lake.root",
+        f"{root}",
+        f"the {scheme}:// scheme is not supported: use a local path, s3://bucket/prefix or "
+        "abfss://container@account.dfs.core.windows.net/prefix",
+    )
 
 
-__all__ = ["FileInfo", "LocalStorage", "Storage", "StorageError", "load_storage", "storage_scheme"]
+__all__ = [
+    "FileInfo",
+    "LocalStorage",
+    "Location",
+    "ObjectPath",
+    "Path",
+    "Storage",
+    "StorageError",
+    "hadoop_uri",
+    "load_storage",
+    "storage_scheme",
+    "to_location",
+]

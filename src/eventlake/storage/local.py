@@ -47,6 +47,9 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 class LocalStorage(Storage):
+    def local_path(self, path: Path) -> Path:
+        return Path(path)
+
     def read(self, path: Path) -> bytes:
         return Path(path).read_bytes()
 

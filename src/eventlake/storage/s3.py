@@ -1,10 +1,7 @@
 """The S3 store (AWS S3 and S3-compatible stores: MinIO, R2, Ceph, moto) over boto3.
 
-Not wired into :func:`eventlake.storage.load_storage` yet (issue 9): only the tests use it.
-
-Paths: a :class:`~pathlib.Path` names an object by its POSIX form relative to the bucket, so
-``Path("lake/segment-data/x.parquet")`` is the key ``lake/segment-data/x.parquet`` (leading ``/``
-and ``.`` are dropped; ``Path(".")`` is the bucket's top). Listing returns keys as such paths.
+Paths are :class:`~eventlake.storage.location.ObjectPath` (``s3://bucket/key``): one store
+serves every bucket. Listing returns such paths.
 
 Guarantees, as the interface asks:
 
@@ -30,36 +27,16 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from fnmatch import fnmatchcase
-from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, cast
 
 from eventlake.storage.base import FileInfo, Storage, StorageError
+from eventlake.storage.keys import glob_match
+from eventlake.storage.location import Location, ObjectPath
 
 SPOOL_BYTES = 16 * 1024 * 1024  # open_write keeps this much in memory before spilling to disk
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 CONFLICT_RETRIES = 3  # write_new's retries of a 409 ConditionalRequestConflict
-
-
-def object_key(path: Path | str) -> str:
-    """The S3 key of a path: its POSIX form without leading ``/`` or ``./``."""
-    parts = [p for p in PurePosixPath(str(path)).parts if p not in ("/", ".")]
-    return "/".join(parts)
-
-
-def glob_match(relative: str, pattern: str) -> bool:
-    """Whether a ``/``-separated relative key matches a pathlib-style glob: each segment is an
-    ``fnmatch`` pattern for one path component (``*`` does not cross ``/``), and a ``**`` segment
-    matches any number of components, none included."""
-    return _match(tuple(relative.split("/")), tuple(p for p in pattern.split("/") if p))
-
-
-def _match(parts: tuple[str, ...], patterns: tuple[str, ...]) -> bool:
-    if not patterns:
-        return not parts
-    if patterns[0] == "**":
-        return any(_match(parts[i:], patterns[1:]) for i in range(len(parts) + 1))
-    return bool(parts) and fnmatchcase(parts[0], patterns[0]) and _match(parts[1:], patterns[1:])
+SCHEMES = ("s3", "s3a")  # s3a: the Hadoop spelling of the same buckets
 
 
 def _error_code(error: Exception) -> str:  # of a botocore ClientError
@@ -76,44 +53,62 @@ def _not_found(error: Exception) -> bool:
     return _error_code(error) in ("404", "NoSuchKey", "NotFound") or _status(error) == 404
 
 
-class S3Storage(Storage):
-    def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None) -> None:
-        import boto3  # the `glue` extra; imported here so that local lakes never need it
+def s3_endpoint(endpoint_url: str | None = None) -> str | None:
+    """The endpoint of an S3-compatible store: the setting, else ``AWS_ENDPOINT_URL_S3``, else
+    ``AWS_ENDPOINT_URL``, else None (AWS itself)."""
+    return endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
-        self.bucket = bucket
-        self.endpoint_url = (
-            endpoint_url
-            or os.environ.get("AWS_ENDPOINT_URL_S3")
-            or os.environ.get("AWS_ENDPOINT_URL")
-            or None
-        )
-        self.client: Any = boto3.client("s3", endpoint_url=self.endpoint_url, region_name=region)
+
+def _object(path: Location) -> ObjectPath:
+    if not isinstance(path, ObjectPath) or path.scheme not in SCHEMES:
+        raise StorageError(f"not an S3 location: {path} (expected s3://bucket/key)")
+    return path
+
+
+class S3Storage(Storage):
+    """Every bucket of one S3 endpoint. Pickled by its settings (Spark ships it to executors,
+    which build their own client from their own credential chain)."""
+
+    def __init__(self, *, endpoint_url: str | None = None, region: str | None = None) -> None:
+        self.endpoint_url = s3_endpoint(endpoint_url)
+        self.region = region or None
+        self._client: Any = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_s3_storage, (self.endpoint_url, self.region))
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3  # the `glue` extra; imported here so that local lakes never need it
+
+            self._client = boto3.client("s3", endpoint_url=self.endpoint_url, region_name=self.region)
+        return self._client
 
     def __repr__(self) -> str:
-        return f"S3Storage(bucket={self.bucket!r}, endpoint_url={self.endpoint_url!r})"
+        return f"S3Storage(endpoint_url={self.endpoint_url!r})"
 
-    def _where(self, key: str) -> str:
-        return f"s3://{self.bucket}/{key}"
-
-    def read(self, path: Path) -> bytes:
-        key = object_key(path)
+    def read(self, path: Location) -> bytes:
+        where = _object(path)
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=key)
+            response = self.client.get_object(Bucket=where.authority, Key=where.key)
         except self.client.exceptions.ClientError as error:
             if _not_found(error):
-                raise FileNotFoundError(self._where(key)) from None
+                raise FileNotFoundError(str(where)) from None
             raise
         return cast(bytes, response["Body"].read())
 
-    def write(self, path: Path, data: bytes, *, private: bool = False) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=object_key(path), Body=data)
+    def write(self, path: Location, data: bytes, *, private: bool = False) -> None:
+        where = _object(path)
+        self.client.put_object(Bucket=where.authority, Key=where.key, Body=data)
 
-    def write_new(self, path: Path, data: bytes) -> bool:
+    def write_new(self, path: Location, data: bytes) -> bool:
         """A conditional put (``If-None-Match: *``): S3 answers 412 when the key exists, and 409
         when a concurrent conditional request on it was in flight; that one is retried."""
+        where = _object(path)
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
-                self.client.put_object(Bucket=self.bucket, Key=object_key(path), Body=data, IfNoneMatch="*")
+                self.client.put_object(Bucket=where.authority, Key=where.key, Body=data, IfNoneMatch="*")
             except self.client.exceptions.ClientError as error:
                 if _error_code(error) == "PreconditionFailed" or _status(error) == 412:
                     return False
@@ -125,32 +120,34 @@ class S3Storage(Storage):
         raise AssertionError("unreachable")
 
     @contextmanager
-    def open_write(self, path: Path) -> Iterator[BinaryIO]:
-        key = object_key(path)
+    def open_write(self, path: Location) -> Iterator[BinaryIO]:
+        where = _object(path)
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as buffer:
             yield cast(BinaryIO, buffer)
             buffer.seek(0)
-            self.client.put_object(Bucket=self.bucket, Key=key, Body=buffer)
+            self.client.put_object(Bucket=where.authority, Key=where.key, Body=buffer)
 
-    def exists(self, path: Path) -> bool:
+    def exists(self, path: Location) -> bool:
+        where = _object(path)
         try:
-            self.client.head_object(Bucket=self.bucket, Key=object_key(path))
+            self.client.head_object(Bucket=where.authority, Key=where.key)
         except self.client.exceptions.ClientError as error:
             if _not_found(error):
                 return False
             raise
         return True
 
-    def _keys(self, folder: Path) -> Iterator[tuple[str, int]]:
+    def _keys(self, folder: ObjectPath) -> Iterator[tuple[str, int]]:
         """Every (key, size) under ``folder``, in key order."""
-        prefix = object_key(folder)
-        prefix = f"{prefix}/" if prefix else ""
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+        prefix = f"{folder.key}/" if folder.key else ""
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=folder.authority, Prefix=prefix)
+        for page in pages:
             for item in page.get("Contents", []):
                 yield item["Key"], int(item["Size"])
 
-    def list(self, folder: Path, pattern: str = "*") -> list[FileInfo]:
-        prefix = object_key(folder)
+    def list(self, folder: Location, pattern: str = "*") -> list[FileInfo]:
+        folder = _object(folder)
+        prefix = folder.key
         found = []
         for key, size in self._keys(folder):
             relative = key[len(prefix) + 1 :] if prefix else key
@@ -159,42 +156,45 @@ class S3Storage(Storage):
             if relative.rsplit("/", 1)[-1].startswith("."):
                 continue
             if glob_match(relative, pattern):
-                found.append(FileInfo(Path(key), size))
+                found.append(FileInfo(ObjectPath(folder.scheme, folder.authority, key), size))
         return sorted(found, key=lambda f: f.path)
 
-    def delete(self, path: Path) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=object_key(path))  # missing: no error
+    def delete(self, path: Location) -> None:
+        where = _object(path)
+        self.client.delete_object(Bucket=where.authority, Key=where.key)  # missing: no error
 
-    def delete_tree(self, folder: Path) -> None:
+    def delete_tree(self, folder: Location) -> None:
+        folder = _object(folder)
         keys = [key for key, _ in self._keys(folder)]
         for start in range(0, len(keys), DELETE_BATCH):
             batch = [{"Key": key} for key in keys[start : start + DELETE_BATCH]]
             response = self.client.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                Bucket=folder.authority, Delete={"Objects": batch, "Quiet": True}
             )
             if response.get("Errors"):
                 failed = response["Errors"][0]
-                raise StorageError(
-                    f"could not delete {self._where(failed.get('Key', ''))}: {failed.get('Code', 'error')}"
-                )
+                where = ObjectPath(folder.scheme, folder.authority, failed.get("Key", ""))
+                raise StorageError(f"could not delete {where}: {failed.get('Code', 'error')}")
 
-    def publish(self, staged: Path, final: Path) -> bool:
-        staged_key, final_key = object_key(staged), object_key(final)
+    def publish(self, staged: Location, final: Location) -> bool:
+        staged, final = _object(staged), _object(final)
         try:
             self.client.copy_object(
-                Bucket=self.bucket, Key=final_key, CopySource={"Bucket": self.bucket, "Key": staged_key}
-            )
+                Bucket=final.authority, Key=final.key,
+                CopySource={"Bucket": staged.authority, "Key": staged.key},
+            )  # fmt: skip
         except self.client.exceptions.ClientError as error:
             if not _not_found(error):
                 raise
             if self.exists(final):
                 return False
-            raise StorageError(
-                f"staged file {self._where(staged_key)} vanished before it was published to "
-                f"{self._where(final_key)}"
-            ) from None
-        self.client.delete_object(Bucket=self.bucket, Key=staged_key)
+            raise StorageError(f"staged file {staged} vanished before it was published to {final}") from None
+        self.client.delete_object(Bucket=staged.authority, Key=staged.key)
         return True
 
-    def commit(self, published: Iterable[Path]) -> None:
+    def commit(self, published: Iterable[Location]) -> None:
         """Nothing to do: S3 acknowledges a put, copy or delete only once it is durable."""
+
+
+def _s3_storage(endpoint_url: str | None, region: str | None) -> S3Storage:
+    return S3Storage(endpoint_url=endpoint_url, region=region)

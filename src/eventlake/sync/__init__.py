@@ -23,20 +23,22 @@ def run_sync(
     """
     from eventlake.catalog import load_catalog
     from eventlake.jvm.session import owned_session
-    from eventlake.storage import load_storage
     from eventlake.sync.job import SourceSync
 
     sources = [settings.source(slug) for slug in slugs] if slugs else list(settings.sources)
     if not sources:
         raise UsageError("no sources configured: add one with `eventlake sources add SLUG`")
-    storage = load_storage(settings.lake.root)
+    storage = settings.lake.storage()
     results: list[SyncResult] = []
     with owned_session(settings, "eventlake-sync", spark, say) as spark:
         catalog = load_catalog(settings, spark)
         for source in sources:
             try:
-                with source_lock(settings.lake.root, source.slug, source.id, wait, say):
-                    results.append(SourceSync(spark, catalog, storage, settings, source, say).run())
+                lease_seconds = settings.sync.lease_seconds
+                with source_lock(
+                    storage, settings.lake.root, source.slug, source.id, wait, say, lease_seconds
+                ) as lease:
+                    results.append(SourceSync(spark, catalog, storage, settings, source, say, lease).run())
             except SyncBusyError as exc:  # --no-wait: leave it to the running sync
                 say(f"{source.slug}: {exc}")
                 results.append(SyncResult.failure(source.slug, source.id, exc, status=SKIPPED))

@@ -8,22 +8,20 @@ it left nothing but staging.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from eventlake.catalog import Catalog
 from eventlake.catalog.schema_file import write_schema_file
-from eventlake.storage import Storage
+from eventlake.storage import Location, Storage, to_location
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest
 from eventlake.sync.report import write_report_rows
 from eventlake.sync.state import SyncState
 
 
-def apply(manifest: Manifest, catalog: Catalog, state: SyncState, storage: Storage, lake: Path) -> None:
+def apply(manifest: Manifest, catalog: Catalog, state: SyncState, storage: Storage, lake: Location) -> None:
     """Publish a run. Safe to call again after a crash at any point."""
     for staged, final in manifest.moves:
-        storage.publish(Path(staged), Path(final))
+        storage.publish(to_location(staged), to_location(final))
     if manifest.report:
-        write_report_rows(storage, Path(manifest.report_path), list(manifest.report))
+        write_report_rows(storage, to_location(manifest.report_path), list(manifest.report))
     databases: set[str] = set()
     for entry in manifest.tables:
         spec = entry.spec
@@ -45,8 +43,8 @@ def apply(manifest: Manifest, catalog: Catalog, state: SyncState, storage: Stora
             catalog.add_partitions(spec, list(entry.partitions))
         if spec.format == "parquet":
             write_schema_file(storage, lake, spec)
-    storage.commit(Path(final) for _, final in manifest.moves)  # durable before the ledger says so
+    storage.commit(to_location(final) for _, final in manifest.moves)  # durable before the ledger says so
     if manifest.files:
         state.record_synced(manifest.run_id, list(manifest.files))
     state.drop_pending(manifest.run_id)
-    storage.delete_tree(Path(manifest.stage))
+    storage.delete_tree(to_location(manifest.stage))

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from eventlake.storage import Storage
+from eventlake.storage import Location, Storage
+from eventlake.sync.read import read_parquet
+
+# the dedupe index's rows: the message ids a run brought into the lake, with their received time
+INDEX_SCHEMA = T.StructType(
+    [T.StructField("message_id", T.StringType()), T.StructField("received_at", T.TimestampType())]
+)
 
 
 def dedupe(
     spark: SparkSession,
     valid: DataFrame,
     first_received: datetime | None,
-    index: Path,
+    index: Location,
     window_days: int,
     storage: Storage,
 ) -> DataFrame:
@@ -34,9 +40,10 @@ def dedupe(
         .filter("_n = 1")
         .drop("_n")
     )
-    if first_received is not None and storage.list(index, "*/*.parquet"):
+    files = [f.path for f in storage.list(index, "*/*.parquet")] if first_received is not None else []
+    if files:
         since = first_received - timedelta(days=window_days)
-        seen = spark.read.parquet(str(index)).filter(F.col("received_at") >= F.lit(since))
+        seen = read_parquet(spark, storage, files, INDEX_SCHEMA, since)
         synced = ids.join(seen.select("message_id"), "message_id", "left_semi").distinct()
         deduped = deduped.join(F.broadcast(synced), "message_id", "left_anti")
     return deduped

@@ -9,9 +9,11 @@ to the run's stage) -> write the commit manifest -> apply it. Each step is its o
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -21,11 +23,13 @@ from eventlake.catalog import Catalog, TableSpec
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say
 from eventlake.storage import Storage
+from eventlake.storage.lease import Lease
 from eventlake.sync.commit import apply
 from eventlake.sync.dedupe import dedupe
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
 from eventlake.sync.plan import TablePlan, plan_tables
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table, stage_rejected_messages
+from eventlake.sync.read import files_frame
 from eventlake.sync.report import (
     BlockedTable,
     SyncResult,
@@ -38,7 +42,7 @@ from eventlake.sync.report import (
 )
 from eventlake.sync.stage import TABLE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
-from eventlake.sync.transform import PARSED_SCHEMA, parse_batches
+from eventlake.sync.transform import PARSED_SCHEMA, parse_files
 from eventlake.sync.write import write_tables
 from eventlake.timestamps import now_utc
 
@@ -48,7 +52,7 @@ class SourceSync:
 
     def __init__(
         self, spark: SparkSession, catalog: Catalog, storage: Storage, settings: Settings,
-        source: SourceSettings, say: Say,
+        source: SourceSettings, say: Say, lease: Lease | None = None,
     ) -> None:  # fmt: skip
         self.spark, self.catalog, self.storage, self.settings = spark, catalog, storage, settings
         self.source = source
@@ -56,6 +60,8 @@ class SourceSync:
         self.lake = settings.lake.root
         self.state = SyncState(storage, self.lake, source.id)
         self.database = settings.database_name(source)
+        self.lease = lease  # on an object store: checked before anything is published
+        self.kept: list[DataFrame] = []  # frames persisted for the run, dropped at its end
 
     def run(self) -> SyncResult:
         for manifest in self.state.pending():
@@ -82,6 +88,11 @@ class SourceSync:
         except Exception as exc:  # nothing was published: report the failure and re-raise
             self._report_failure(exc, files, stage, start)
             raise
+        finally:
+            for frame in self.kept:
+                frame.unpersist()
+        if self.lease is not None:
+            self.lease.check()
         self.state.write_pending(manifest)
         apply(manifest, self.catalog, self.state, self.storage, self.lake)
         return result
@@ -104,9 +115,13 @@ class SourceSync:
     def _stage(
         self, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
     ) -> tuple[Manifest, SyncResult]:
-        # intermediate results go to staging as Parquet, not to Spark's cache: memory stays flat
-        lines = self.spark.read.text([str(f.path) for f in files])
-        parsed = self._materialize(lines.mapInArrow(parse_batches, PARSED_SCHEMA), stage, "parsed")
+        # the workers read the archive through storage; intermediate results are kept on the
+        # executors' disks (not in memory, not in the lake): memory stays flat, and the lake's store
+        # needs no Hadoop connector
+        parse = functools.partial(parse_files, storage=self.storage)
+        parsed = self._materialize(
+            files_frame(self.spark, [f.path for f in files]).mapInArrow(parse, PARSED_SCHEMA)
+        )
         totals = {
             row["ok"]: (row["n"], row["first"])
             for row in parsed.groupBy("ok")
@@ -119,7 +134,7 @@ class SourceSync:
             self.spark, parsed.filter(F.col("ok")).drop("ok", "reason", "raw"), first_received,
             layout.dedupe_index_dir(self.lake, self.source.id), self.source.dedupe_window_days, self.storage,
         )  # fmt: skip
-        deduped = self._materialize(unique, stage, "deduped")
+        deduped = self._materialize(unique)
         dropped = valid - deduped.count()
         self.say(f"{valid + invalid} messages, {dropped} duplicates dropped, {invalid} invalid")
         quarantine = self.source.table_prefix + QUARANTINE_TABLE
@@ -162,10 +177,12 @@ class SourceSync:
             stage=str(stage.root),
         )
 
-    def _materialize(self, frame: DataFrame, stage: RunStage, name: str) -> DataFrame:
-        path = str(stage.scratch(name))
-        frame.write.mode("overwrite").parquet(path)
-        return self.spark.read.parquet(path)
+    def _materialize(self, frame: DataFrame) -> DataFrame:
+        """``frame`` computed once, onto the executors' local disks, for the rest of the run."""
+        kept = frame.persist(StorageLevel.DISK_ONLY)
+        kept.count()
+        self.kept.append(kept)
+        return kept
 
     def _table(
         self, table: TablePlan, stage: RunStage, staged: list[StagedFile]

@@ -10,13 +10,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from eventlake import layout
 from eventlake.catalog import TableSpec
 from eventlake.schema.arrow import arrow_schema
-from eventlake.storage import Storage
+from eventlake.storage import Location, Storage
 from eventlake.sync.stage import MESSAGES, RunStage, StagedFile
 
 QUARANTINE_TABLE = "_quarantine"
@@ -35,7 +34,7 @@ COLUMN_NAMES = tuple(name for name, _ in QUARANTINE_COLUMNS)
 TABLE_LIMIT_REASON = "table limit reached"
 
 
-def quarantine_table(lake: Path, database: str, source_id: str, table_prefix: str) -> TableSpec:
+def quarantine_table(lake: Location, database: str, source_id: str, table_prefix: str) -> TableSpec:
     """The source's quarantine table, partitioned by run."""
     location = layout.quarantine_dir(lake, source_id)
     return TableSpec(
@@ -87,7 +86,15 @@ def stage_rejected_messages(
         ))  # fmt: skip
     if not parts:
         return 0, []
-    folder = stage.folder(MESSAGES)
-    functools.reduce(DataFrame.unionByName, parts).coalesce(1).write.mode("overwrite").parquet(str(folder))
-    files = [StagedFile(MESSAGES, f.path.name) for f in storage.list(folder, "*.parquet")]
-    return blocked_count, files
+    from eventlake.sync.write import staged_files, write_rows_file
+
+    write = functools.partial(
+        write_rows_file,
+        schema=QUARANTINE_ARROW,
+        kind=MESSAGES,
+        prefix="messages-",
+        stage=stage,
+        storage=storage,
+    )
+    rows = functools.reduce(DataFrame.unionByName, parts).coalesce(1)  # few rows: one file
+    return blocked_count, staged_files(rows, write)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -12,7 +11,7 @@ import orjson
 from eventlake import layout
 from eventlake.catalog import TableSpec
 from eventlake.errors import EventLakeError
-from eventlake.storage import Storage
+from eventlake.storage import Location, Storage
 from eventlake.timestamps import format_timestamp, now_utc
 
 REPORTS_DATABASE = "__segment_datalake"
@@ -115,7 +114,7 @@ class SyncResult:
         return (self.finish_time - self.start_time).total_seconds()
 
 
-def report_rows(result: SyncResult, lake: Path, app_id: str = "") -> list[dict[str, Any]]:
+def report_rows(result: SyncResult, lake: Location, app_id: str = "") -> list[dict[str, Any]]:
     """One ``source`` row for the run and one ``event`` row per table."""
     day = result.start_time.strftime("%Y-%m-%d")
     failed = result.status == "Failed"
@@ -180,7 +179,7 @@ def report_rows(result: SyncResult, lake: Path, app_id: str = "") -> list[dict[s
     return rows
 
 
-def reports_table(lake: Path) -> TableSpec:
+def reports_table(lake: Location) -> TableSpec:
     """The catalog table over every report file: one partition per run folder."""
     return TableSpec(
         REPORTS_DATABASE,
@@ -197,20 +196,20 @@ def report_partition(result: SyncResult) -> tuple[str, str, str]:
     return (result.source_id, result.start_time.strftime("%Y-%m-%d"), result.run_id)
 
 
-def report_path(result: SyncResult, lake: Path) -> Path:
+def report_path(result: SyncResult, lake: Location) -> Location:
     return layout.report_file(lake, result.start_time.strftime("%Y-%m-%d"), result.source_id, result.run_id)
 
 
-def write_report_rows(storage: Storage, path: Path, rows: list[dict[str, Any]]) -> None:
+def write_report_rows(storage: Storage, path: Location, rows: list[dict[str, Any]]) -> None:
     """The report file: one JSON object per line (atomic, durable)."""
     storage.write(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))
 
 
-def read_report_rows(storage: Storage, path: Path) -> list[dict[str, Any]]:
+def read_report_rows(storage: Storage, path: Location) -> list[dict[str, Any]]:
     """A report file's rows; ``OSError`` or ``orjson.JSONDecodeError`` when it is unreadable."""
     return [orjson.loads(line) for line in storage.read_lines(path)]
 
 
-def report_files(storage: Storage, lake: Path) -> list[Path]:
+def report_files(storage: Storage, lake: Location) -> list[Location]:
     """Every run's report file, sorted by path."""
     return [f.path for f in storage.list(layout.reports_root(lake), layout.report_files_pattern())]

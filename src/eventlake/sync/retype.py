@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -31,7 +30,7 @@ from eventlake.errors import UsageError
 from eventlake.progress import Say
 from eventlake.schema import TYPES, cast_value
 from eventlake.schema.arrow import ARROW_TYPES
-from eventlake.storage import Storage, load_storage
+from eventlake.storage import Location, Storage, to_location
 from eventlake.sync.commit import apply
 from eventlake.sync.lock import source_lock
 from eventlake.sync.manifest import CHECK, RETYPE, Manifest, TableEntry
@@ -67,9 +66,11 @@ def set_column_type(
         known = ", ".join(sorted(settings.database_name(s) for s in settings.sources))
         raise UsageError(f"no source has the database {database!r} (databases: {known})")
     lake = settings.lake.root
-    storage = load_storage(lake)
+    storage = settings.lake.storage()
     catalog = load_catalog(settings, spark)
-    with source_lock(lake, source.slug, source.id, True, say):  # no sync of this source meanwhile
+    lease_seconds = settings.sync.lease_seconds
+    # no sync of this source meanwhile
+    with source_lock(storage, lake, source.slug, source.id, True, say, lease_seconds) as lease:
         state = SyncState(storage, lake, source.id)
         for pending in state.pending():  # an interrupted sync or set-type goes first
             say(f"{source.slug}: completing interrupted run {pending.run_id}")
@@ -86,10 +87,12 @@ def set_column_type(
         stage = RunStage(
             lake, source.id, source.dir_name, new_run_id(now_utc(), "retype-"), spec.partition_keys
         )
-        staged, rejected = _stage_rewrites(storage, stage, Path(spec.location), table, column, kind)
+        staged, rejected = _stage_rewrites(storage, stage, to_location(spec.location), table, column, kind)
         if old != kind:
             say(f"{qualified}.{column}: {old} -> {kind} in the catalog")
         manifest = _manifest(stage, source, spec, staged, rejected, settings)
+        if lease is not None:
+            lease.check()
         state.write_pending(manifest)
         apply(manifest, catalog, state, storage, lake)
         rewritten = sum(f.kind == REPLACE for f in staged)
@@ -116,7 +119,7 @@ def _manifest(
 
 
 def _stage_rewrites(
-    storage: Storage, stage: RunStage, location: Path, table: str, column: str, kind: str
+    storage: Storage, stage: RunStage, location: Location, table: str, column: str, kind: str
 ) -> tuple[list[StagedFile], int]:
     """Stage a new version of every file of the table whose ``column`` is not yet of type ``kind``,
     and the values that do not fit it (one quarantine file)."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from eventlake import layout
+from eventlake.storage import Location
 
 # kinds of staged file, and where each is published
 TABLE = "table"  # a lake table's Parquet file -> segment-data/data/.../segment_type=/day=/hr=/
@@ -43,30 +43,26 @@ class StagedFile:
 class RunStage:
     """The staging of one run of one source. Plain data: it is pickled to Spark's workers."""
 
-    lake: Path
+    lake: Location
     source_id: str
     source_dir: str  # the source's folder under segment-data/data (its id, or slug)
     run_id: str
     keys: tuple[str, ...]  # the partition keys of the source's tables
 
     @property
-    def root(self) -> Path:
+    def root(self) -> Location:
         return layout.stage_dir(self.lake, self.source_id, self.run_id)
 
-    def scratch(self, name: str) -> Path:
-        """A folder for Spark's intermediate output (``parsed``, ``deduped``, ...), never published."""
-        return self.root / "scratch" / name
-
-    def folder(self, kind: str) -> Path:
-        """Where the staged files of one kind are (Spark writes MESSAGES files straight into it)."""
+    def folder(self, kind: str) -> Location:
+        """Where the staged files of one kind are."""
         return self.root / kind
 
-    def staged(self, file: StagedFile) -> Path:
+    def staged(self, file: StagedFile) -> Location:
         if file.kind == TABLE:
             return self.folder(file.kind) / file.segment_type / self._relative(file)
         return self.folder(file.kind) / file.name
 
-    def final(self, file: StagedFile) -> Path:
+    def final(self, file: StagedFile) -> Location:
         if file.kind == TABLE:
             return layout.table_dir(self.lake, self.source_dir, file.segment_type) / self._relative(file)
         if file.kind == DEDUPE:

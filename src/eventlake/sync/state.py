@@ -6,19 +6,17 @@ at any instant leaves either the old or the new state, never half of one.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 
 from eventlake import layout
-from eventlake.storage import Storage
+from eventlake.storage import Location, Storage
 from eventlake.sync.manifest import Manifest
 
 
 class SyncState:
     """The ledger (which archive files are in the lake) and pending commits of one source."""
 
-    def __init__(self, storage: Storage, lake: Path, source_id: str) -> None:
+    def __init__(self, storage: Storage, lake: Location, source_id: str) -> None:
         self.storage, self.lake, self.source_id = storage, lake, source_id
         self.ledger_dir = layout.state_dir(lake, "ledger", source_id)
         self.pending_dir = layout.state_dir(lake, "pending", source_id)

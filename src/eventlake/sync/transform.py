@@ -15,13 +15,16 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from eventlake.archive import read_archive_lines
 from eventlake.schema import flatten, segment_type, value_type
 from eventlake.spec import validate
+from eventlake.storage import Storage, to_location
 from eventlake.timestamps import parse_timestamp
 
 # top-level columns that would shadow a partition key get this prefix
 SHADOWED_PREFIX = "_"
 PARTITION_NAMES = frozenset({"year", "month", "day", "hr", "segment_type", "run_id"})
+BATCH_ROWS = 2000  # rows per Arrow batch a worker hands to Spark (keeps the heap flat)
 
 PARSED_SCHEMA = T.StructType(
     [
@@ -78,15 +81,31 @@ def parse_line(line: str) -> tuple[Any, ...]:
     return (True, message["messageId"], received, kind, dumps(values), types, collisions, None, None)
 
 
-def parse_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` over ``spark.read.text``: archive lines in, :data:`PARSED_ARROW` rows out."""
+def parse_files(batches: Iterable[pa.RecordBatch], *, storage: Storage) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` over a frame of archive file locations (:func:`.read.files_frame`): each
+    file is read through ``storage`` by the worker and its lines come out as :data:`PARSED_ARROW`
+    rows, in batches of at most :data:`BATCH_ROWS`."""
     for batch in batches:
-        rows = [parse_line(line) for line in batch.column(0).to_pylist() if line and line.strip()]
-        columns = list(zip(*rows, strict=True)) if rows else [()] * len(PARSED_ARROW)
-        types = [list(t.items()) if t is not None else None for t in columns[5]]
-        arrays = [pa.array(list(c), f.type) for c, f in zip(columns, PARSED_ARROW, strict=True)]
-        arrays[5] = pa.array(types, PARSED_ARROW.field("types").type)
-        yield pa.RecordBatch.from_arrays(arrays, schema=PARSED_ARROW)
+        for location in batch.column(0).to_pylist():
+            rows: list[tuple[Any, ...]] = []
+            for line in read_archive_lines(storage, to_location(location)):
+                text = line.decode("utf-8", "replace")
+                if text.strip():
+                    rows.append(parse_line(text))
+                if len(rows) == BATCH_ROWS:
+                    yield parsed_batch(rows)
+                    rows = []
+            if rows:
+                yield parsed_batch(rows)
+
+
+def parsed_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    """:func:`parse_line` rows as one :data:`PARSED_ARROW` batch."""
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(PARSED_ARROW)
+    types = [list(t.items()) if t is not None else None for t in columns[5]]
+    arrays = [pa.array(list(c), f.type) for c, f in zip(columns, PARSED_ARROW, strict=True)]
+    arrays[5] = pa.array(types, PARSED_ARROW.field("types").type)
+    return pa.RecordBatch.from_arrays(arrays, schema=PARSED_ARROW)
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -17,16 +17,18 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from eventlake import layout
 from eventlake.schema import cast_value
 from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import Storage
+from eventlake.sync.dedupe import INDEX_SCHEMA
 from eventlake.sync.quarantine import rows_table, value_row
 from eventlake.sync.stage import DEDUPE, TABLE, VALUES, RunStage, StagedFile
 from eventlake.sync.transform import dumps, loads
 
-DEDUPE_SCHEMA = pa.schema([("message_id", pa.string()), ("received_at", pa.timestamp("us", tz="UTC"))])
+DEDUPE_SCHEMA = to_arrow_schema(INDEX_SCHEMA, timezone="UTC")
 # a StagedFile as Arrow, what the workers hand back to the driver
 STAGED_ARROW = pa.schema(
     [
@@ -123,17 +125,50 @@ def write_batches(
     storage: Storage,
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` wrapper of :func:`write_partition`: one batch of :data:`STAGED_ARROW` rows."""
+    rows = (row for batch in batches for row in zip(*(c.to_pylist() for c in batch.columns), strict=True))
+    files = list(write_partition(_task_index(), rows, schemas=schemas, stage=stage, storage=storage))
+    yield staged_batch(files)
+
+
+def write_rows_file(
+    batches: Iterable[pa.RecordBatch], *, schema: pa.Schema, kind: str, prefix: str, stage: RunStage,
+    storage: Storage,
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    """``mapInArrow``: the rows of one Spark partition, as they are (cast to ``schema``), into one
+    staged file of ``kind`` named ``<prefix>part-<run>-<index>.parquet``; nothing for no rows."""
+    tables = [pa.Table.from_batches([batch]) for batch in batches if batch.num_rows]
+    files = []
+    if tables:
+        table = pa.concat_tables(tables).cast(schema)
+        written = StagedFile(kind, layout.part_file_name(stage.run_id, _task_index(), prefix), table.num_rows)
+        write_parquet(storage, stage.staged(written), table)
+        files.append(written)
+    yield staged_batch(files)
+
+
+def staged_files(frame: Any, writer: Any) -> list[StagedFile]:
+    """Run a ``mapInArrow`` writer over ``frame``: the files the workers staged, as they report."""
+    return [
+        StagedFile(row["kind"], row["name"], row["rows"], row["segment_type"] or "", tuple(row["partition"]))
+        for row in frame.mapInArrow(writer, STAGED_SCHEMA).collect()
+    ]
+
+
+def staged_batch(files: Sequence[StagedFile]) -> pa.RecordBatch:
+    """What a worker hands back to the driver: its staged files as :data:`STAGED_ARROW` rows."""
+    columns = [[getattr(f, field.name) for f in files] for field in STAGED_ARROW]
+    columns[-1] = [list(p) for p in columns[-1]]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(columns, STAGED_ARROW, strict=True)], schema=STAGED_ARROW
+    )
+
+
+def _task_index() -> int:
+    """The Spark partition this worker writes (0 outside Spark): it makes file names unique."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    index = context.partitionId() if context is not None else 0
-    rows = (row for batch in batches for row in zip(*(c.to_pylist() for c in batch.columns), strict=True))
-    files = list(write_partition(index, rows, schemas=schemas, stage=stage, storage=storage))
-    columns = [[getattr(f, field.name) for f in files] for field in STAGED_ARROW]
-    columns[-1] = [list(p) for p in columns[-1]]
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(columns, STAGED_ARROW, strict=True)], schema=STAGED_ARROW
-    )
+    return context.partitionId() if context is not None else 0
 
 
 def write_tables(
@@ -153,8 +188,6 @@ def write_tables(
         .repartition("segment_type", *stage.keys)
         .sortWithinPartitions("segment_type", *stage.keys)
     )
-    write = functools.partial(write_batches, schemas=schemas, stage=stage, storage=storage)
-    return [
-        StagedFile(row["kind"], row["name"], row["rows"], row["segment_type"], tuple(row["partition"]))
-        for row in grouped.mapInArrow(write, STAGED_SCHEMA).collect()
-    ]
+    return staged_files(
+        grouped, functools.partial(write_batches, schemas=schemas, stage=stage, storage=storage)
+    )

@@ -1,0 +1,56 @@
+"""Lake files into Spark through :mod:`eventlake.storage`: the workers read them, not Spark's own
+file systems, so a lake on S3 or Azure needs no Hadoop connector (``s3a://``, ``abfss://``) and a
+cluster's executors need nothing but the store's credentials.
+
+A frame of file locations is spread over the executors; a ``mapInArrow`` worker reads each file
+through the (pickled) storage and yields its rows.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from eventlake.storage import Location, Storage, to_location
+
+
+def files_frame(spark: Any, locations: Sequence[Location]) -> Any:
+    """A one-column (``location``) frame, one row per file, in as many partitions as there are
+    files up to twice the cluster's cores: each file is read by one task."""
+    slices = max(1, min(len(locations), 2 * spark.sparkContext.defaultParallelism))
+    rows = spark.sparkContext.parallelize([(str(loc),) for loc in locations], slices)
+    return spark.createDataFrame(rows, "location string")
+
+
+def read_parquet(
+    spark: Any, storage: Storage, locations: Sequence[Location], schema: Any, since: datetime | None = None
+) -> Any:
+    """The rows of these Parquet files as a frame of ``schema`` (a Spark ``StructType``);
+    ``since``: only rows whose ``received_at`` is at or after it."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    read = functools.partial(_read_parquet_files, storage=storage, schema=arrow, since=since)
+    return files_frame(spark, locations).mapInArrow(read, schema)
+
+
+def _read_parquet_files(
+    batches: Iterable[pa.RecordBatch], *, storage: Storage, schema: pa.Schema, since: datetime | None
+) -> Iterator[pa.RecordBatch]:
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=timezone.utc)  # Spark's naive datetimes are in its UTC zone
+    for batch in batches:
+        for location in batch.column(0).to_pylist():
+            table = pq.read_table(io.BytesIO(storage.read(to_location(location))), columns=schema.names)
+            table = table.cast(schema)
+            if since is not None:
+                floor = pa.scalar(since, schema.field("received_at").type)
+                table = table.filter(pc.greater_equal(table["received_at"], floor))
+            yield from table.to_batches()

@@ -1,0 +1,50 @@
+"""Lakes on S3: a moto server (S3 and Glue, in server mode on 127.0.0.1) for the whole run, a fresh
+bucket prefix per test, projects whose ``lake.root`` is ``s3://...`` and whose catalog is Glue."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from eventlake.config import add_source, load_settings, write_initial_config
+from tests.catalog.servers import Moto
+from tests.conftest import Lake
+
+BUCKET = "eventlake-lake"
+_slugs = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
+    server = Moto.start(tmp_path_factory.mktemp("moto") / "moto.log")
+    boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket=BUCKET)
+    yield server
+    server.stop()
+
+
+def s3_project(directory: Path, moto: Moto, prefix: str, slug: str, **extra: str) -> Path:
+    """A project directory whose lake is ``s3://BUCKET/<prefix>`` and whose catalog is Glue, both on
+    ``moto``; ``extra``: more ``[lake]`` settings."""
+    config = write_initial_config(directory)
+    lake = "\n".join(f'{k} = "{v}"' for k, v in {"endpoint_url": moto.endpoint, **extra}.items())
+    glue = f'kind = "glue"\nregion = "us-east-1"\nendpoint_url = "{moto.endpoint}"'
+    text = config.read_text().replace('kind = "hive"', glue, 1)
+    config.write_text(text.replace('root = "lake"', f'root = "s3://{BUCKET}/{prefix}"\n{lake}', 1))
+    add_source(config, slug, write_key=f"wk_{slug}")
+    return config
+
+
+@pytest.fixture
+def s3_lake(tmp_path: Path, moto: Moto, spark_state: Path) -> Lake:
+    """A project on a fresh prefix of the bucket (sharing the test session's Spark state)."""
+    slug = f"s3src{next(_slugs)}"
+    config = s3_project(tmp_path / "s3-project", moto, f"t-{uuid.uuid4().hex[:12]}", slug)
+    settings = load_settings(config, environ={})
+    settings = dataclasses.replace(settings, lake=dataclasses.replace(settings.lake, state_dir=spark_state))
+    return Lake(tmp_path / "s3-project", config, settings, slug)

@@ -1,0 +1,109 @@
+"""The sync with the lake on S3 (a moto server) and the tables in Glue: the same rows as on a
+local lake, every file in the bucket (nothing on local disk), Glue tables Athena can read, and a
+run killed at any commit step completed exactly once."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+from eventlake import layout
+from eventlake.query import run_query
+from eventlake.sync import run_sync
+from eventlake.timestamps import now_utc
+from tests.sync.test_sync import Killed, kill_on_call
+
+pytestmark = pytest.mark.integration
+
+
+def track(message_id: str, **properties) -> dict:
+    return {"type": "track", "userId": "u1", "event": "Order Completed", "messageId": message_id,
+            "properties": properties}  # fmt: skip
+
+
+MESSAGES = [
+    track("m1", revenue=9.5),
+    track("m2", revenue=12),
+    track("m1", revenue=9.5),  # a retry: dropped
+    {"type": "identify", "userId": "u1", "messageId": "i1", "traits": {"plan": "pro"}},
+    {"type": "page", "userId": "u1", "messageId": "p1", "name": "Home"},
+]
+
+
+def sync(lake, spark):
+    (result,) = run_sync(lake.settings, spark=spark, say=lambda line: None)
+    return result
+
+
+def table_rows(lake, table: str) -> list[dict]:
+    db = lake.source.database
+    sql = f"SELECT * FROM {db}.{table} ORDER BY message_id"
+    rows = run_query(lake.settings, sql, engine="duckdb").rows
+    return [{k: v for k, v in r.items() if k not in ("project_id", "run_id")} for r in rows]  # ids of the source, run
+
+
+def test_a_lake_on_s3_holds_the_same_rows_as_a_local_lake(s3_lake, lake, spark, moto):
+    received = now_utc()
+    for each in (lake, s3_lake):
+        each.archive(MESSAGES[:3], received)
+        each.archive(MESSAGES[3:], received)
+        each.archive_lines([b"not JSON"], received)  # an invalid message: quarantined
+    local, remote = sync(lake, spark), sync(s3_lake, spark)
+    assert remote.status == local.status == "Success", remote.error
+    assert remote.rows == local.rows == 4 and remote.duplicates_dropped == 1
+    assert remote.rejected_messages == local.rejected_messages == 1
+    tables = sorted(t.table for t in local.tables)
+    assert tables == sorted(t.table for t in remote.tables) and len(tables) == 3
+    for table in [*tables, "_quarantine"]:
+        assert table_rows(s3_lake, table) == table_rows(lake, table), table
+
+    # every byte is in the bucket: nothing under a local folder named after the URI
+    assert not (s3_lake.root / "s3:").exists()
+    s3 = boto3.client("s3", endpoint_url=moto.endpoint)
+    prefix = s3_lake.settings.lake.root.key
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="eventlake-lake", Prefix=prefix)["Contents"]]
+    assert any("/segment-data/data/" in k and k.endswith(".parquet") for k in keys)
+    assert any("/segment-data/_state/ledger/" in k for k in keys)
+    assert not any("/segment-stage/" in k for k in keys)  # the run's staging is gone
+
+    # Glue: s3:// locations with Parquet objects under them, as Athena reads them
+    glue = boto3.client("glue", endpoint_url=moto.endpoint)
+    db = s3_lake.source.database
+    table = glue.get_table(DatabaseName=db, Name="track_order_completed")["Table"]
+    descriptor = table["StorageDescriptor"]
+    assert descriptor["Location"].startswith(f"s3://eventlake-lake/{prefix}/segment-data/data/")
+    assert descriptor["InputFormat"] == "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
+    assert table["TableType"] == "EXTERNAL_TABLE"
+    (partition,) = glue.get_partitions(DatabaseName=db, TableName="track_order_completed")["Partitions"]
+    location = partition["StorageDescriptor"]["Location"]
+    assert location.startswith("s3://") and any(
+        f"s3://eventlake-lake/{k}".startswith(location.rstrip("/") + "/") for k in keys if k.endswith(".parquet")
+    )
+
+
+CRASH_POINTS = {
+    "after staging, before publishing": ("eventlake.sync.job", "apply", 1),
+    "after moving the first file": ("eventlake.storage.s3.S3Storage", "publish", 2),
+    "before writing the report": ("eventlake.sync.commit", "write_report_rows", 1),
+    "while registering partitions": ("eventlake.catalog.glue.GlueCatalog", "add_partitions", 1),
+    "before recording the ledger": ("eventlake.sync.state.SyncState", "record_synced", 1),
+    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
+}
+
+
+@pytest.mark.parametrize("point", list(CRASH_POINTS))
+def test_a_sync_on_s3_killed_at_any_commit_step_is_completed_exactly_once(s3_lake, spark, monkeypatch, point):
+    s3_lake.archive([track("m1"), track("m2", revenue=1)])
+    kill_on_call(monkeypatch, *CRASH_POINTS[point])
+    with pytest.raises(Killed):
+        sync(s3_lake, spark)
+    monkeypatch.undo()
+
+    again = sync(s3_lake, spark)  # completes the interrupted run (its lease holder is this live process)
+    assert again.status == "Nothing to do", again.error
+    assert [r["message_id"] for r in table_rows(s3_lake, "track_order_completed")] == ["m1", "m2"]
+    storage, root = s3_lake.settings.lake.storage(), s3_lake.settings.lake.root
+    assert not storage.list(layout.state_dir(root, "pending", s3_lake.source.id), "*")
+    assert len(storage.list(layout.state_dir(root, "ledger", s3_lake.source.id), "*.json")) == 1
+    reports = [f for f in storage.list(layout.reports_root(root), "**/report.json")]
+    assert len(reports) == 1
