@@ -296,12 +296,6 @@ def spool_segment_day_ms(segment_name: str) -> int | None:
     return int(parts[0])
 
 
-def archive_temp_file(lake: Location, source_id: str, day_ms: int, name: str) -> Location:
-    """Where ``archive_file(...)`` is written before its atomic rename: a hidden ``.tmp`` sibling."""
-    final = archive_file(lake, source_id, day_ms, name)
-    return final.with_name(f".{final.name}.tmp")
-
-
 def is_archive_file_name(file_name: str) -> bool:
     """A sealed archive file (not a hidden temporary one)."""
     return file_name.endswith(ARCHIVE_SUFFIX) and not file_name.startswith(".")

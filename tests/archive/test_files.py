@@ -23,7 +23,8 @@ def test_lists_sealed_files_sorted_by_key(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     later = write_gz(layout.archive_file(lake, "src", NEXT, "b"), b'{"n":3}\n')
     first = write_gz(layout.archive_file(lake, "src", DAY, "a"), b'{"n":1}\n{"n":2}\n')
-    write_gz(layout.archive_temp_file(lake, "src", DAY, "c"), b"partial")
+    temp = layout.archive_file(lake, "src", DAY, "c").with_name(".c.gz.1234.tmp")  # a writer's temp file
+    write_gz(temp, b"partial")
     write_gz(layout.archive_file(lake, "other", DAY, "z"), b'{"n":9}\n')
     (layout.archive_source_dir(lake, "src") / "not-a-day").mkdir()
 

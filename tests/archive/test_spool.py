@@ -13,6 +13,7 @@ import pytest
 
 from eventlake import layout
 from eventlake.archive import (
+    ArchiveUploadError,
     Spool,
     SpoolClosedError,
     SpoolFullError,
@@ -21,8 +22,9 @@ from eventlake.archive import (
     list_archive_files,
     read_archive_lines,
 )
+from eventlake.archive.seal import Segment, spool_segments
 from eventlake.errors import EventLakeError
-from eventlake.storage import LocalStorage
+from eventlake.storage import LocalStorage, Location
 
 DAY = 1_795_305_600_000  # 2026-11-22T00:00:00Z
 NEXT_DAY = DAY + 86_400_000
@@ -174,16 +176,28 @@ def test_recover_after_a_crash_between_rename_and_unlink_seals_nothing_twice(dir
     assert archived(dirs[1], "src") == [b'{"n":1}', b'{"n":2}']
 
 
-def test_recover_after_a_crash_mid_seal_rewrites_the_temp_file(dirs: tuple[Path, Path]) -> None:
+def test_recover_after_a_crash_mid_gzip_rewrites_the_staged_file(dirs: tuple[Path, Path]) -> None:
     path = crashed_segment(dirs[0], b'{"n":1}\n')
-    temp = layout.archive_temp_file(dirs[1], "src", DAY, path.name[: -len(layout.SPOOL_SUFFIX)])
-    temp.parent.mkdir(parents=True)
-    temp.write_bytes(b"half a gzip stream")
-    assert list_archive_files(LocalStorage(), dirs[1], "src") == []  # hidden temp files are not archive files
+    segment = Segment.from_path(path)
+    assert segment is not None
+    segment.temp_path.write_bytes(b"half a gzip stream")  # killed while gzipping into the spool
+    assert spool_segments(dirs[0]) == [segment]  # staged files are not segments
     with Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=NEVER) as spool:
-        spool.recover()
-    assert not temp.exists()
+        assert spool.recover() == 1
     assert archived(dirs[1], "src") == [b'{"n":1}']
+    assert sorted(p.name for p in path.parent.iterdir()) == []  # segment and staged files dropped
+
+
+def test_recover_after_a_crash_before_the_upload_writes_the_staged_file(dirs: tuple[Path, Path]) -> None:
+    path = crashed_segment(dirs[0], b'{"n":1}\n{"n":2}\n{"torn')
+    segment = Segment.from_path(path)
+    assert segment is not None
+    segment.staged_path.write_bytes(gzip.compress(b'{"n":1}\n{"n":2}\n'))  # complete: it has its name
+    with Spool(dirs[0], dirs[1], seal_max_bytes=1024, seal_max_age_seconds=NEVER) as spool:
+        assert spool.recover() == 1
+        assert spool.stats().sealed_files == 1
+    assert archived(dirs[1], "src") == [b'{"n":1}', b'{"n":2}']
+    assert not path.exists() and not segment.staged_path.exists()
 
 
 def test_recover_deletes_empty_segments(dirs: tuple[Path, Path]) -> None:
@@ -262,8 +276,119 @@ def test_a_spool_over_its_bound_answers_full_until_sealing_catches_up(dirs: tupl
         assert full is not None, "the spool never refused"
         assert full.http_status == 429 and full.retry_after_seconds > 0
         assert "sealed into the archive" in str(full)
-        assert spool.stats().spool_bytes <= 4096 and spool.stats().seal_errors > 0
+        assert spool.stats().spool_bytes <= 4096
+        wait_until(lambda: spool.stats().seal_errors > 0 and spool.stats().upload_failures > 0)
         archive.unlink()  # the archive is writable again: the sealer catches up
         wait_until(lambda: spool.stats().spool_bytes == 0)
         spool.append("src", [record], DAY).result(timeout=5)
     assert len(archived(dirs[1], "src")) == spool.stats().messages
+
+
+# the archive's store failing --------------------------------------------------------------------
+
+
+class StoreDown(Exception):
+    """What a client library raises when its store is unreachable (not an OSError: botocore's)."""
+
+
+class FlakyStorage(LocalStorage):
+    """The local store, except that every call fails while ``down`` (as an unreachable bucket)."""
+
+    def __init__(self) -> None:
+        self.down = threading.Event()
+        self.calls = 0  # calls while down
+        self.tried: set[Location] = set()  # the paths of those calls
+
+    def _check(self, path: Location) -> None:
+        if self.down.is_set():
+            self.calls += 1
+            self.tried.add(path)
+            raise StoreDown("Could not connect to the endpoint URL: http://127.0.0.1:9/bucket")
+
+    def exists(self, path: Location) -> bool:
+        self._check(path)
+        return super().exists(path)
+
+    def open_write(self, path: Location, mode: int = 0o644):  # type: ignore[override]
+        self._check(path)
+        return super().open_write(path, mode)
+
+
+def flaky_spool(dirs: tuple[Path, Path], storage: FlakyStorage, **options: object) -> Spool:
+    settings: dict = {"seal_max_bytes": 1 << 20, "seal_max_age_seconds": 0.05}
+    settings.update(options)
+    return Spool(
+        dirs[0], dirs[1], storage=storage, retry_first_seconds=0.01, retry_max_seconds=0.05, **settings
+    )
+
+
+def test_upload_failures_keep_segments_in_the_spool_and_are_retried(
+    dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = FlakyStorage()
+    storage.down.set()
+    with caplog.at_level("DEBUG", logger="eventlake.archive"), flaky_spool(dirs, storage) as spool:
+        for n in range(3):  # a segment each: one per received day
+            spool.append("src", lines(f"while-down-{n}", 2), DAY + n * 86_400_000).result(timeout=5)
+        wait_until(lambda: len(storage.tried) == 3)  # a failing segment goes last: every one is tried
+        stats = spool.stats()
+        assert stats.upload_failures == stats.seal_errors == storage.calls  # one store call per attempt
+        assert stats.spool_bytes == stats.bytes and stats.sealed_files == 0
+        assert len(segments(dirs[0])) == 3 and archived(dirs[1], "src") == []
+        storage.down.clear()
+        wait_until(lambda: spool.stats().spool_segments == 0)
+        assert spool.stats().spool_bytes == 0 and spool.stats().sealed_files == 3
+    expected = lines("while-down-0", 2) + lines("while-down-1", 2) + lines("while-down-2", 2)
+    assert archived(dirs[1], "src") == expected
+    assert segments(dirs[0]) == [] and list(dirs[0].glob("src/.*")) == []
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1, "one line per failure streak"
+    assert "cannot write spool segment" in errors[0].getMessage()
+    assert "StoreDown: Could not connect" in errors[0].getMessage()
+    assert "retried with backoff" in errors[0].getMessage()
+    assert [r for r in caplog.records if "works again" in r.getMessage()]
+
+
+def test_the_spool_bound_counts_segments_waiting_for_their_upload(dirs: tuple[Path, Path]) -> None:
+    storage = FlakyStorage()
+    storage.down.set()
+    record = orjson.dumps({"pad": "x" * 500})
+    with flaky_spool(dirs, storage, seal_max_bytes=1024, max_spool_bytes=4096) as spool:
+        accepted = 0
+        with pytest.raises(SpoolFullError):
+            for _ in range(20):
+                spool.append("src", [record], DAY).result(timeout=5)
+                accepted += 1
+        assert 0 < accepted < 20 and spool.stats().spool_segments >= 1
+        storage.down.clear()
+        wait_until(lambda: spool.stats().spool_bytes == 0)
+        spool.append("src", [record], DAY).result(timeout=5)
+        accepted += 1
+    assert len(archived(dirs[1], "src")) == accepted
+
+
+def test_closing_while_the_store_is_down_leaves_the_segments_for_the_next_start(
+    dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = FlakyStorage()
+    storage.down.set()
+    with flaky_spool(dirs, storage, seal_max_age_seconds=NEVER) as spool:
+        spool.append("src", lines("kept", 3), DAY).result(timeout=5)
+    assert len(segments(dirs[0])) == 1
+    assert any("could not be sealed into the archive" in r.getMessage() for r in caplog.records)
+
+    storage = FlakyStorage()
+    storage.down.set()
+    with flaky_spool(dirs, storage, seal_max_age_seconds=NEVER) as spool:
+        assert spool.recover() == 0  # the store is still down: the collector starts anyway
+        assert spool.stats().spool_segments == 1 and spool.stats().upload_failures >= 1
+        storage.down.clear()
+        wait_until(lambda: spool.stats().spool_segments == 0)
+    assert archived(dirs[1], "src") == lines("kept", 3)
+    assert segments(dirs[0]) == []
+
+
+def test_the_retry_backoff_must_be_sensible(dirs: tuple[Path, Path]) -> None:
+    with pytest.raises(ValueError, match="first wait must be positive"):
+        Spool(dirs[0], dirs[1], 1024, NEVER, retry_first_seconds=5, retry_max_seconds=1)
+    assert ArchiveUploadError.http_status == 503

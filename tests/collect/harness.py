@@ -6,13 +6,13 @@ Self-contained (needs no tests/conftest.py). The subprocess never sees the devel
 
 from __future__ import annotations
 
-import gzip
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +23,9 @@ import orjson
 import pytest
 
 from eventlake import layout
-from eventlake.archive import list_archive_files
+from eventlake.archive import list_archive_files, read_archive_lines
 from eventlake.config import add_source, load_settings, write_initial_config
-from eventlake.storage import LocalStorage
+from eventlake.storage import LocalStorage, Location, Storage
 
 EVENTLAKE = Path(sys.executable).parent / "eventlake"
 WRITE_KEY = "wk_test_web"
@@ -34,21 +34,22 @@ START_TIMEOUT = 20.0
 
 @dataclass(frozen=True)
 class Project:
-    """An `eventlake init` directory with one source, ``web``."""
+    """An `eventlake init` directory with one source, ``web``; its lake on ``storage``."""
 
     root: Path
     config: Path
     source_id: str
     write_key: str
-    lake: Path
+    lake: Location  # a local path, or s3://bucket/prefix
     spool: Path
+    storage: Storage = field(default_factory=LocalStorage)
 
     def archived(self) -> list[dict[str, Any]]:
         """Every message in the source's sealed archive files, in key order."""
         messages: list[dict[str, Any]] = []
-        for archive_file in list_archive_files(LocalStorage(), self.lake, self.source_id):
-            with gzip.open(archive_file.path, "rb") as lines:
-                messages.extend(orjson.loads(line) for line in lines if line.strip())
+        for archive_file in list_archive_files(self.storage, self.lake, self.source_id):
+            lines = read_archive_lines(self.storage, archive_file.path)
+            messages.extend(orjson.loads(line) for line in lines)
         return messages
 
     def spool_segments(self) -> list[Path]:
@@ -77,6 +78,45 @@ def make_project(directory: Path, write_key: str = WRITE_KEY, slug: str = "web",
     settings = load_settings(config, environ={})
     spool = layout.spool_dir(settings.lake.state_dir)
     return Project(directory, config, entry["id"], write_key, settings.lake.root, spool)
+
+
+def make_object_store_project(directory: Path, lake_uri: str, endpoint_url: str) -> Project:
+    """A project whose lake is on an S3-compatible store: ``[lake] root = lake_uri`` and
+    ``endpoint_url``; credentials come from the environment (boto3's chain)."""
+    from eventlake.storage.s3 import S3Storage
+
+    project = make_project(directory)
+    text = project.config.read_text()
+    lake = f"root = {toml_value(lake_uri)}\nendpoint_url = {toml_value(endpoint_url)}\n"
+    assert text.count('root = "lake"') == 1
+    project.config.write_text(text.replace('root = "lake"', lake.rstrip("\n"), 1))
+    settings = load_settings(project.config, environ={})
+    assert str(settings.lake.root) == lake_uri
+    return Project(
+        project.root, project.config, project.source_id, project.write_key, settings.lake.root,
+        project.spool, S3Storage(endpoint_url=endpoint_url),
+    )  # fmt: skip
+
+
+def send(collector: Collector, count: int, padding: int = 0, batch: int = 1) -> list[str]:
+    """Send ``count`` track messages in requests of ``batch``; their ids, every one acknowledged."""
+    ids: list[str] = []
+    with httpx.Client(base_url=collector.url, auth=(collector.project.write_key, ""), timeout=10) as http:
+        for _ in range(0, count, batch):
+            messages = [
+                {
+                    "type": "track",
+                    "userId": "u1",
+                    "event": "E",
+                    "messageId": str(uuid.uuid4()),
+                    "properties": {"pad": "p" * padding},
+                }
+                for _ in range(batch)
+            ]
+            response = http.post("/v1/batch", json={"batch": messages})
+            assert response.json() == {"success": True}
+            ids.extend(m["messageId"] for m in messages)
+    return ids
 
 
 def add_source_with(project: Project, slug: str, write_key: str, **source: object) -> str:

@@ -17,32 +17,11 @@ from eventlake import layout
 from eventlake.archive import list_archive_files
 from eventlake.storage import LocalStorage
 
-from .harness import EVENTLAKE, Collector, Project, StartCollector, clean_environment
+from .harness import EVENTLAKE, Collector, Project, StartCollector, clean_environment, send
 
 pytestmark = pytest.mark.integration
 
 NEVER = 3600  # a seal age no test waits for
-
-
-def send(collector: Collector, count: int, padding: int = 0, batch: int = 1) -> list[str]:
-    """Send ``count`` track messages in requests of ``batch``; their ids, every one acknowledged."""
-    ids: list[str] = []
-    with httpx.Client(base_url=collector.url, auth=(collector.project.write_key, ""), timeout=10) as http:
-        for _ in range(0, count, batch):
-            messages = [
-                {
-                    "type": "track",
-                    "userId": "u1",
-                    "event": "E",
-                    "messageId": str(uuid.uuid4()),
-                    "properties": {"pad": "p" * padding},
-                }
-                for _ in range(batch)
-            ]
-            response = http.post("/v1/batch", json={"batch": messages})
-            assert response.json() == {"success": True}
-            ids.extend(m["messageId"] for m in messages)
-    return ids
 
 
 def assert_archived_exactly_once(project: Project, ids: list[str]) -> None:

@@ -24,7 +24,15 @@ def test_counters_gauges_and_the_histogram() -> None:
     metrics.accepted["web"] += 5
     metrics.invalid[("web", "missing_event")] += 2
     metrics.received_bytes += 1234
-    spool = SpoolStats(messages=5, bytes=100, pending_bytes=3, spool_bytes=7, sealed_files=1)
+    spool = SpoolStats(
+        messages=5,
+        bytes=100,
+        pending_bytes=3,
+        spool_bytes=7,
+        spool_segments=2,
+        sealed_files=1,
+        upload_failures=4,
+    )
 
     samples = parsed(metrics.render(spool))
 
@@ -38,6 +46,8 @@ def test_counters_gauges_and_the_histogram() -> None:
     assert samples[("eventlake_received_bytes_total", ())] == 1234
     assert samples[("eventlake_spool_messages_total", ())] == 5
     assert samples[("eventlake_spool_size_bytes", ())] == 7
+    assert samples[("eventlake_spool_segments", ())] == 2
+    assert samples[("eventlake_archive_upload_failures_total", ())] == 4
     name = "eventlake_request_duration_seconds"
     buckets = [samples[(f"{name}_bucket", (("le", str(bound)),))] for bound in LATENCY_BUCKETS]
     assert buckets[:3] == [0, 0, 1] and buckets[-1] == 2  # cumulative; 20 s only in +Inf

@@ -39,7 +39,9 @@ def table_rows(lake, table: str) -> list[dict]:
     db = lake.source.database
     sql = f"SELECT * FROM {db}.{table} ORDER BY message_id"
     rows = run_query(lake.settings, sql, engine="duckdb").rows
-    return [{k: v for k, v in r.items() if k not in ("project_id", "run_id")} for r in rows]  # ids of the source, run
+    return [
+        {k: v for k, v in r.items() if k not in ("project_id", "run_id")} for r in rows
+    ]  # ids of the source, run
 
 
 def test_a_lake_on_s3_holds_the_same_rows_as_a_local_lake(s3_lake, lake, spark, moto):
@@ -77,7 +79,9 @@ def test_a_lake_on_s3_holds_the_same_rows_as_a_local_lake(s3_lake, lake, spark, 
     (partition,) = glue.get_partitions(DatabaseName=db, TableName="track_order_completed")["Partitions"]
     location = partition["StorageDescriptor"]["Location"]
     assert location.startswith("s3://") and any(
-        f"s3://eventlake-lake/{k}".startswith(location.rstrip("/") + "/") for k in keys if k.endswith(".parquet")
+        f"s3://eventlake-lake/{k}".startswith(location.rstrip("/") + "/")
+        for k in keys
+        if k.endswith(".parquet")
     )
 
 

@@ -1,9 +1,11 @@
 """The raw archive: the collector's fsynced spool, sealing into gzip NDJSON files, and reading them.
 
-Layout (Segment's S3 destination): ``<lake>/segment-logs/<source-id>/<received-day-ms>/<file>.gz``.
+Layout (Segment's S3 destination): ``<lake>/segment-logs/<source-id>/<received-day-ms>/<file>.gz``,
+on the lake's store (a local directory or a bucket).
 """
 
 from eventlake.archive.errors import (
+    ArchiveUploadError,
     SpoolBusyError,
     SpoolClosedError,
     SpoolError,
@@ -18,6 +20,7 @@ from eventlake.archive.suppression import SuppressedUser, SuppressionCache, Supp
 
 __all__ = [
     "ArchiveFile",
+    "ArchiveUploadError",
     "Spool",
     "SpoolBusyError",
     "SpoolClosedError",

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 from eventlake.errors import EventLakeError
+from eventlake.storage import Location
+
+_SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|CREDENTIAL|ACCOUNT_KEY|CONNECTION_STRING", re.IGNORECASE)
+_MAX_PROBLEM_CHARS = 300
 
 
 class SpoolError(EventLakeError):
@@ -91,7 +97,42 @@ class SpoolFullError(SpoolError):
     def __init__(self, spool_bytes: int, limit: int) -> None:
         super().__init__(
             f"the collector is overloaded ({spool_bytes} bytes in its spool wait to be sealed into the "
-            f"archive, limit {limit}); retry after {self.retry_after_seconds} s",
+            f"archive, limit {limit}; if the archive's store is unreachable, its log says why); "
+            f"retry after {self.retry_after_seconds} s",
             spool_bytes=spool_bytes,
             limit=limit,
         )
+
+
+class ArchiveUploadError(SpoolError):
+    """A sealed segment could not be written to the archive's store (down, throttling, refusing):
+    the segment stays in the spool and is retried. The message names the object and the store's
+    error, never a credential."""
+
+    code = "archive_upload_failed"
+
+    def __init__(self, target: Location, error: BaseException) -> None:
+        problem = describe_store_error(error)
+        super().__init__(
+            f"could not write {target} to the archive: {problem}", target=str(target), problem=problem
+        )
+        self.target = target
+        self.problem = problem
+
+
+def describe_store_error(error: BaseException) -> str:
+    """A one-line, credential-free account of a store's error: the S3 error code and HTTP status
+    of a ``ClientError``, else the exception's type and message; the values of secret-looking
+    environment variables (``*SECRET*``, ``*TOKEN*``, ...) are masked should a message echo one."""
+    response = getattr(error, "response", None)
+    details = response.get("Error", {}) if isinstance(response, dict) else {}
+    if details.get("Code"):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
+        text = f"{details['Code']} (HTTP {status}): {details.get('Message', '')}".rstrip(": ")
+    else:
+        text = f"{type(error).__name__}: {error}"
+    for name, value in os.environ.items():
+        if len(value) >= 8 and _SECRET_NAME.search(name) and value in text:
+            text = text.replace(value, "***")
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_PROBLEM_CHARS else text[: _MAX_PROBLEM_CHARS - 3] + "..."

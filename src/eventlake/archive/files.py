@@ -6,23 +6,22 @@ import gzip
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from eventlake import layout
-from eventlake.storage import Storage
+from eventlake.storage import Location, Storage
 
 
 @dataclass(frozen=True)
 class ArchiveFile:
     """One sealed archive file: ``segment-logs/<source-id>/<day-ms>/<name>.gz``."""
 
-    path: Path
+    path: Location  # a local path or an object path (s3://...)
     key: str  # layout.lake_relative: the path relative to the lake root, with "/"
     size: int
     day_ms: int  # UTC midnight of the received day, Unix milliseconds
 
 
-def list_archive_files(storage: Storage, lake_root: Path, source_id: str) -> list[ArchiveFile]:
+def list_archive_files(storage: Storage, lake_root: Location, source_id: str) -> list[ArchiveFile]:
     """The sealed archive files of a source (hidden temporary files excluded), sorted by key."""
     found: list[ArchiveFile] = []
     for info in storage.list(layout.archive_source_dir(lake_root, source_id), "*/*"):
@@ -33,7 +32,7 @@ def list_archive_files(storage: Storage, lake_root: Path, source_id: str) -> lis
     return sorted(found, key=lambda f: f.key)
 
 
-def read_archive_lines(storage: Storage, path: Path) -> Iterator[bytes]:
+def read_archive_lines(storage: Storage, path: Location) -> Iterator[bytes]:
     """The messages of an archive file, one JSON document per item, without newlines."""
     with gzip.GzipFile(fileobj=io.BytesIO(storage.read(path))) as lines:
         for line in lines:

@@ -1,22 +1,41 @@
-"""Seal a spool segment into the raw archive: gzip, fsync, atomic rename, then drop the segment.
+"""Seal a spool segment into the raw archive: gzip it locally, upload it whole, then drop it.
 
-Each step is idempotent to redo, so a process killed at any instant neither loses nor duplicates
-data: the archive name is derived from the segment name, and a segment whose archive file already
-exists (killed between the rename and the unlink) is only deleted.
+Sealing runs through the lake's :class:`~eventlake.storage.Storage`, so the archive may be a local
+directory or a bucket. The steps, each idempotent to redo, so that a process killed at any instant
+(or a store that fails at any step) neither loses nor duplicates data:
+
+1. ``storage.exists(archive object)``: already there (a previous attempt uploaded it and was
+   stopped before dropping the segment) → only drop the segment.
+2. gzip the segment's complete lines (a torn last line was never acknowledged) into a hidden
+   ``.<name>.gz.tmp`` beside the segment in the spool, fsync it, rename it to ``.<name>.gz``: a
+   staged file under that name is always complete, so retries (and a restart) upload it again
+   without gzipping again.
+3. write the staged file to ``layout.archive_file(...)`` with ``storage.open_write``: the object
+   appears whole or not at all, durable when the call returns (a local lake keeps its temp file,
+   fsync, rename and folder fsync).
+4. only then delete the staged file and the segment.
+
+The archive name is derived from the segment name (unique per collector process), so a segment is
+never archived under two names. A failure of the store in step 1 or 3 raises
+:class:`ArchiveUploadError`; the segment and its staged file stay in the spool for the next try.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from eventlake import layout
-from eventlake.storage.local import fsync_dir
+from eventlake.archive.errors import ArchiveUploadError
+from eventlake.storage import Location, Storage
 
 _CHUNK = 1 << 20
 _GZIP_LEVEL = 6
+STAGED_SUFFIX = ".gz"  # the staged archive file in the spool: ``.<segment name>.gz``
+TEMP_SUFFIX = ".tmp"  # while it is being written: ``.<segment name>.gz.tmp``
 
 
 @dataclass(frozen=True)
@@ -39,15 +58,25 @@ class Segment:
     def process_token(self) -> str:
         return self.name.split("-")[2]
 
+    @property
+    def staged_path(self) -> Path:
+        """The complete gzipped segment, waiting for its upload (hidden: not a segment name)."""
+        return self.path.with_name(f".{self.name}{STAGED_SUFFIX}")
+
+    @property
+    def temp_path(self) -> Path:
+        """Where :attr:`staged_path` is written before its rename."""
+        return self.path.with_name(f".{self.name}{STAGED_SUFFIX}{TEMP_SUFFIX}")
+
 
 @dataclass(frozen=True)
 class SealResult:
     segment: Segment
-    archive_path: Path | None  # None when nothing was written (empty, or sealed before)
+    archive_path: Location | None  # None when nothing was written (empty, or sealed before)
 
 
 def spool_segments(spool_dir: Path) -> list[Segment]:
-    """Every segment file under ``spool_dir``, oldest name first."""
+    """Every segment file under ``spool_dir``, oldest name first (staged files are not segments)."""
     found: list[Segment] = []
     if not spool_dir.is_dir():
         return found
@@ -61,23 +90,46 @@ def spool_segments(spool_dir: Path) -> list[Segment]:
     return sorted(found, key=lambda s: (s.source_id, s.name))
 
 
-def seal_segment(segment: Segment, lake_root: Path) -> SealResult:
-    """Gzip ``segment`` into the archive (dropping a torn last line) and delete it from the spool."""
+def seal_segment(segment: Segment, storage: Storage, lake_root: Location) -> SealResult:
+    """Archive ``segment`` (its complete lines, gzipped) at ``lake_root`` and delete it from the spool.
+
+    Raises :class:`ArchiveUploadError` when the object cannot be written (the store is down,
+    throttles, refuses it; the segment stays: call again), and ``OSError`` when the segment cannot
+    be gzipped into the spool.
+    """
     final = layout.archive_file(lake_root, segment.source_id, segment.day_ms, segment.name)
-    if final.exists():
-        _unlink(segment.path)
+    staged = segment.staged_path
+    if not segment.path.exists() and not staged.exists():
+        return SealResult(segment, None)  # dealt with already (or removed by hand): nothing to retry
+    try:
+        uploaded = storage.exists(final)
+    except Exception as exc:  # the store's own errors (botocore, azure) are not OSErrors
+        raise ArchiveUploadError(final, exc) from exc
+    if uploaded:
+        _drop(segment)
         return SealResult(segment, None)
-    temp = layout.archive_temp_file(lake_root, segment.source_id, segment.day_ms, segment.name)
-    final.parent.mkdir(parents=True, exist_ok=True)
+    if not staged.exists() and _stage(segment) == 0:
+        _drop(segment)  # nothing acknowledged in it (empty, or only a torn line)
+        return SealResult(segment, None)
+    try:
+        with open(staged, "rb") as source, storage.open_write(final) as target:
+            shutil.copyfileobj(source, target, _CHUNK)
+    except Exception as exc:
+        raise ArchiveUploadError(final, exc) from exc
+    _drop(segment)
+    return SealResult(segment, final)
+
+
+def _stage(segment: Segment) -> int:
+    """Gzip the segment's complete lines into :attr:`Segment.staged_path` (fsynced, then renamed
+    into place so that the name always means complete); the bytes taken in, 0 for none."""
+    temp = segment.temp_path
     written = _gzip_complete_lines(segment.path, temp)
     if written == 0:
         _unlink(temp)
-        _unlink(segment.path)
-        return SealResult(segment, None)
-    os.replace(temp, final)
-    fsync_dir(final.parent)
-    _unlink(segment.path)
-    return SealResult(segment, final)
+        return 0
+    os.replace(temp, segment.staged_path)
+    return written
 
 
 def _gzip_complete_lines(source: Path, target: Path) -> int:
@@ -96,6 +148,13 @@ def _gzip_complete_lines(source: Path, target: Path) -> int:
         raw.flush()
         os.fsync(raw.fileno())
     return written
+
+
+def _drop(segment: Segment) -> None:
+    """Delete the segment's staged files, then the segment (last: it is what recovery looks for)."""
+    _unlink(segment.temp_path)
+    _unlink(segment.staged_path)
+    _unlink(segment.path)
 
 
 def _unlink(path: Path) -> None:

@@ -3,7 +3,16 @@
 One writer thread owns every open segment. It drains everything queued, writes each source's lines
 to that source's open segment (one per source and received day), fsyncs each touched file once,
 and only then resolves the futures the HTTP handlers await. Full or aged segments are closed and
-handed to one sealer thread, which gzips them into the raw archive (:mod:`eventlake.archive.seal`).
+handed to one sealer thread, which gzips them and writes them to the raw archive through the lake's
+:class:`~eventlake.storage.Storage` (:mod:`eventlake.archive.seal`): a local directory or a bucket.
+
+A segment leaves the spool only once its archive object is fully written. When writing fails (the
+store is down, throttles, the network is cut), the sealer retries with exponential backoff
+(``retry_first_seconds`` doubling up to ``retry_max_seconds``), trying one segment per attempt so
+that an outage costs one request per backoff step; the segments stay in the spool and keep counting
+toward ``max_spool_bytes``, past which :meth:`Spool.append` refuses (the HTTP app answers 429). The
+first failure of a streak is logged once (the store's error, never a credential), and so is the
+recovery; every failure is counted (:class:`SpoolStats`).
 
 Segment names are ``<day-ms>-<opened-unix-ms>-<process-token>-<seq>.ndjson``: the random token
 makes names unique across processes, and the sealed archive file keeps the name, so recovery
@@ -29,6 +38,7 @@ from typing import Any
 
 from eventlake import layout
 from eventlake.archive.errors import (
+    ArchiveUploadError,
     SpoolBusyError,
     SpoolClosedError,
     SpoolFullError,
@@ -37,16 +47,19 @@ from eventlake.archive.errors import (
 )
 from eventlake.archive.seal import Segment, seal_segment, spool_segments
 from eventlake.flock import LockFile
+from eventlake.storage import Location, Storage, load_storage
 from eventlake.storage.local import fsync_dir
 
 log = logging.getLogger("eventlake.archive")
 
 _STOP: Any = object()
 _WRITER_TICK_SECONDS = 0.25  # how often the writer looks for aged segments when idle
-_SEALER_TICK_SECONDS = 0.5  # how often the sealer retries segments that failed to seal
+_SEALER_TICK_SECONDS = 0.5  # how long the idle sealer waits for work at a time
 _MAX_GROUP = 10_000  # appends per group commit
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_SPOOL_BYTES = 1024 * 1024 * 1024
+DEFAULT_RETRY_FIRST_SECONDS = 0.5  # the first wait after a failed seal; doubled after each failure ...
+DEFAULT_RETRY_MAX_SECONDS = 30.0  # ... up to this
 
 
 @dataclass(frozen=True)
@@ -59,9 +72,11 @@ class SpoolStats:
     sealed_files: int = 0  # archive files written (recovered ones included)
     recovered_segments: int = 0  # segments of a previous process sealed (or found sealed) by recover()
     write_errors: int = 0  # group commits that failed (their messages were answered 503)
-    seal_errors: int = 0  # failed seal attempts (retried)
+    seal_errors: int = 0  # failed seal attempts (retried), upload failures included
+    upload_failures: int = 0  # seal attempts whose archive object could not be written (retried)
     pending_bytes: int = 0  # bytes queued for the writer right now
-    spool_bytes: int = 0  # bytes stored in spool segments that are not sealed yet
+    spool_bytes: int = 0  # bytes stored in spool segments that are not in the archive yet
+    spool_segments: int = 0  # spool segments holding those bytes (open, or waiting to be sealed)
 
 
 @dataclass
@@ -82,20 +97,32 @@ class _OpenSegment:
 
 
 class Spool:
-    """The collector's write-ahead spool under ``spool_dir``, sealing into the archive at ``lake_root``."""
+    """The collector's write-ahead spool under ``spool_dir``, sealing into the archive at
+    ``lake_root`` on ``storage`` (default: the store that holds ``lake_root``)."""
 
     def __init__(
         self,
         spool_dir: Path,
-        lake_root: Path,
+        lake_root: Location,
         seal_max_bytes: int,
         seal_max_age_seconds: float,
         *,
+        storage: Storage | None = None,
         max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
         max_spool_bytes: int = DEFAULT_MAX_SPOOL_BYTES,
+        retry_first_seconds: float = DEFAULT_RETRY_FIRST_SECONDS,
+        retry_max_seconds: float = DEFAULT_RETRY_MAX_SECONDS,
     ) -> None:
+        if not 0 < retry_first_seconds <= retry_max_seconds:
+            raise ValueError(
+                f"seal retry backoff {retry_first_seconds} s to {retry_max_seconds} s: the first wait "
+                "must be positive and at most the longest"
+            )
         self.spool_dir = spool_dir
         self.lake_root = lake_root
+        self.storage = storage if storage is not None else load_storage(lake_root)
+        self.retry_first_seconds = retry_first_seconds
+        self.retry_max_seconds = retry_max_seconds
         self.seal_max_bytes = seal_max_bytes
         self.seal_max_age_seconds = seal_max_age_seconds
         self.max_pending_bytes = max_pending_bytes
@@ -111,6 +138,8 @@ class Spool:
         self._closed = False
         self._stats: dict[str, int] = {f.name: 0 for f in fields(SpoolStats)}
         self._segment_bytes: dict[Path, int] = {}  # stored bytes of each unsealed segment
+        self._failing_since: float | None = None  # time.monotonic() of a failure streak's first failure
+        self._streak = 0  # failed seal attempts since the last success
         self._writer = threading.Thread(target=self._write_loop, name="eventlake-spool-writer", daemon=True)
         self._sealer = threading.Thread(target=self._seal_loop, name="eventlake-spool-sealer", daemon=True)
         self._writer.start()
@@ -123,7 +152,8 @@ class Spool:
 
         The future resolves once the lines are fsynced, or fails with :class:`SpoolWriteError`.
         Raises :class:`SpoolClosedError` after :meth:`close`; :class:`SpoolFullError` when the
-        unsealed bytes would pass ``max_spool_bytes`` (sealing falls behind), and
+        bytes not yet in the archive would pass ``max_spool_bytes`` (sealing or uploading falls
+        behind, or the archive's store is down: segments waiting for their upload count), and
         :class:`SpoolBusyError` when more than ``max_pending_bytes`` wait for the writer.
         """
         if not source_id or source_id.startswith(".") or "/" in source_id:
@@ -151,9 +181,11 @@ class Spool:
     def recover(self) -> int:
         """Seal every segment a previous (crashed) process left in the spool; returns how many.
 
-        A segment that fails to seal now stays in the spool and is retried by the sealer thread.
+        Once one fails (the store is down), the rest are not tried here: they stay in the spool,
+        counted toward ``max_spool_bytes``, and the sealer thread retries them with backoff.
         """
         recovered = 0
+        failing = False
         for segment in spool_segments(self.spool_dir):
             if segment.process_token == self.process_token:
                 continue
@@ -162,15 +194,19 @@ class Spool:
             except FileNotFoundError:
                 continue
             self._stored(segment.path, size)
-            if self._seal(segment):
+            if not failing and self._seal(segment):
                 recovered += 1
             else:
+                failing = True
                 self._sealer_queue.put(segment)
         self._count(recovered_segments=recovered)
         return recovered
 
     def close(self) -> None:
-        """Stop accepting, store what is queued, seal every segment, stop the threads. Idempotent."""
+        """Stop accepting, store what is queued, seal every segment, stop the threads. Idempotent.
+
+        While the archive's store fails, one last attempt is made; what still fails stays in the
+        spool (logged), and the next start's :meth:`recover` seals it."""
         with self._state:
             if self._closed:
                 return
@@ -308,33 +344,87 @@ class Spool:
     # sealer thread ------------------------------------------------------------------------------
 
     def _seal_loop(self) -> None:
-        waiting: list[Segment] = []
+        waiting: list[Segment] = []  # in the order they are tried
+        retry_at = 0.0  # time.monotonic() before which nothing is tried (backing off)
+        delay = 0.0  # the current backoff; 0 while sealing succeeds
+        stopping = False
         while True:
-            items = _drain(self._sealer_queue, _SEALER_TICK_SECONDS)
+            timeout = max(0.0, retry_at - time.monotonic()) if waiting else _SEALER_TICK_SECONDS
+            items = _drain(self._sealer_queue, timeout)
+            stopping = stopping or any(item is _STOP for item in items)
             waiting.extend(item for item in items if item is not _STOP)
-            waiting = [segment for segment in waiting if not self._seal(segment)]
-            if any(item is _STOP for item in items):
+            if waiting and (stopping or time.monotonic() >= retry_at):
+                waiting, failed = self._seal_round(waiting)
+                if failed:
+                    delay = min(max(2 * delay, self.retry_first_seconds), self.retry_max_seconds)
+                    retry_at = time.monotonic() + delay
+                else:
+                    delay = 0.0
+            if stopping:
                 if waiting:
-                    log.error("%d spool segments stay unsealed; the next start recovers them", len(waiting))
+                    log.error(
+                        "%d spool segments could not be sealed into the archive at %s and stay in %s; "
+                        "the next start seals them",
+                        len(waiting), self.lake_root, self.spool_dir,
+                    )  # fmt: skip
                 return
+
+    def _seal_round(self, waiting: list[Segment]) -> tuple[list[Segment], bool]:
+        """Seal ``waiting`` in order until one fails: the segments left (the failed one last, so
+        that a segment that cannot be sealed never holds the others back), and whether one failed."""
+        for index, segment in enumerate(waiting):
+            if not self._seal(segment):
+                return [*waiting[index + 1 :], segment], True
+        return [], False
 
     def _seal(self, segment: Segment) -> bool:
         try:
-            result = seal_segment(segment, self.lake_root)
-        except OSError as exc:
-            log.warning("could not seal %s into the archive (will retry): %s", segment.path, exc)
-            self._count(seal_errors=1)
+            result = seal_segment(segment, self.storage, self.lake_root)
+        except Exception as exc:  # the store's, the spool disk's, or a bug: the sealer goes on
+            self._seal_failed(segment, exc)
             return False
         with self._state:
             self._stats["spool_bytes"] -= self._segment_bytes.pop(segment.path, 0)
+            self._stats["spool_segments"] = len(self._segment_bytes)
             if result.archive_path is not None:
                 self._stats["sealed_files"] += 1
+            streak, since, self._streak, self._failing_since = self._streak, self._failing_since, 0, None
+        if streak:
+            log.warning(
+                "sealing into the archive at %s works again, after %d failed attempts over %.0f s",
+                self.lake_root, streak, time.monotonic() - (since or time.monotonic()),
+            )  # fmt: skip
         return True
+
+    def _seal_failed(self, segment: Segment, exc: Exception) -> None:
+        """Count a failed seal; log the first one of a streak (the next ones only at debug level)."""
+        upload = isinstance(exc, ArchiveUploadError)
+        with self._state:
+            self._stats["seal_errors"] += 1
+            self._stats["upload_failures"] += int(upload)
+            self._streak += 1
+            first = self._streak == 1
+            if first:
+                self._failing_since = time.monotonic()
+        if not first:
+            log.debug("sealing %s failed again: %s", segment.path, exc)
+            return
+        if isinstance(exc, ArchiveUploadError):
+            problem = f"cannot write spool segment {segment.path} to {exc.target}: {exc.problem}"
+        else:
+            problem = f"cannot seal spool segment {segment.path} into the archive: {exc}"
+        log.error(
+            "%s; it stays in the spool and is retried with backoff (up to %.0f s); requests are "
+            "answered 429 once the spool holds %d bytes",
+            problem, self.retry_max_seconds, self.max_spool_bytes,
+            exc_info=None if isinstance(exc, (ArchiveUploadError, OSError)) else exc,
+        )  # fmt: skip
 
     def _stored(self, path: Path, size: int) -> None:
         with self._state:
             self._segment_bytes[path] = self._segment_bytes.get(path, 0) + size
             self._stats["spool_bytes"] += size
+            self._stats["spool_segments"] = len(self._segment_bytes)
 
     def _count(self, **deltas: int) -> None:
         with self._state:

@@ -33,7 +33,7 @@ def _source(settings: Settings, slug: str | None) -> SourceSettings:
 def _list(settings: Settings, source: SourceSettings) -> SuppressionList:
     from eventlake.archive import SuppressionList
 
-    return SuppressionList(settings.lake.root, source.id)
+    return SuppressionList(settings.lake.storage(), settings.lake.root, source.id)
 
 
 @cli.group()

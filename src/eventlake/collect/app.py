@@ -144,8 +144,14 @@ def _cors() -> Middleware:
 def create_app(
     settings: Settings, spool: Spool | Any, suppressions: SuppressionCache | None = None
 ) -> Starlette:
-    """The Tracking API (``POST /v1/{track,identify,...,batch,import}``), ``/health``, ``/metrics``."""
-    suppressions = suppressions or SuppressionCache(settings.lake.root)
+    """The Tracking API (``POST /v1/{track,identify,...,batch,import}``), ``/health``, ``/metrics``.
+
+    The suppression lists of every configured source are read here, before the first request
+    (afterwards they are re-read in the background: requests never wait for the lake's store)."""
+    if suppressions is None:
+        suppressions = SuppressionCache(settings.lake.storage(), settings.lake.root)
+    for source in settings.sources:
+        suppressions.user_ids(source.id)
     collector = _Collector(settings, spool, suppressions)
     app = Starlette(
         routes=[

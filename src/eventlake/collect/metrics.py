@@ -46,7 +46,18 @@ _SPOOL = (
         "group_commits",
     ),
     ("eventlake_spool_pending_bytes", "gauge", "Bytes waiting for the spool writer.", "pending_bytes"),
-    ("eventlake_spool_size_bytes", "gauge", "Bytes in spool segments not sealed yet.", "spool_bytes"),
+    (
+        "eventlake_spool_size_bytes",
+        "gauge",
+        "Bytes in spool segments not in the archive yet (past max_spool_bytes: 429).",
+        "spool_bytes",
+    ),
+    (
+        "eventlake_spool_segments",
+        "gauge",
+        "Spool segments not in the archive yet (open, or waiting to be sealed or uploaded).",
+        "spool_segments",
+    ),
     ("eventlake_sealed_files_total", "counter", "Archive files sealed (recovered included).", "sealed_files"),
     (
         "eventlake_recovered_segments_total",
@@ -56,6 +67,12 @@ _SPOOL = (
     ),
     ("eventlake_spool_write_errors_total", "counter", "Group commits that failed (503).", "write_errors"),
     ("eventlake_seal_errors_total", "counter", "Failed seal attempts (retried).", "seal_errors"),
+    (
+        "eventlake_archive_upload_failures_total",
+        "counter",
+        "Failed writes of sealed segments to the archive's store (retried with backoff; kept in the spool).",
+        "upload_failures",
+    ),
 )
 _SNAKE = re.compile(r"(?<=[a-z0-9])([A-Z])")
 

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 from uvicorn.server import HANDLED_SIGNALS
 
 from eventlake import layout
-from eventlake.archive import Spool
+from eventlake.archive import Spool, SuppressionCache
 from eventlake.collect.app import create_app
 from eventlake.collect.errors import ListenError
 from eventlake.config import Settings
@@ -46,18 +46,25 @@ class _Server(uvicorn.Server):
 
 
 def run_collector(settings: Settings) -> None:
-    """Serve the collector until SIGTERM or Ctrl-C, then seal every spool segment. Blocking."""
+    """Serve the collector until SIGTERM or Ctrl-C, then seal every spool segment. Blocking.
+
+    The spool is recovered before the server listens: segments a killed collector left are sealed
+    into the archive (or, while the lake's store is unreachable, kept and retried in the
+    background: the collector serves anyway, durable in its spool)."""
     collector = settings.collector
+    storage = settings.lake.storage()  # one store (one client) for the sealer and the suppression lists
     spool = Spool(
         layout.spool_dir(settings.lake.state_dir),
         settings.lake.root,
         collector.seal_max_bytes,
         collector.seal_max_age_seconds,
+        storage=storage,
         max_spool_bytes=collector.max_spool_bytes,
     )
     try:
         spool.recover()
-        serve_app(create_app(settings, spool), settings)
+        app = create_app(settings, spool, SuppressionCache(storage, settings.lake.root))
+        serve_app(app, settings)
     finally:
         spool.close()
 

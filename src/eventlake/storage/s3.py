@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ from eventlake.storage.location import Location, ObjectPath
 SPOOL_BYTES = 16 * 1024 * 1024  # open_write keeps this much in memory before spilling to disk
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 CONFLICT_RETRIES = 3  # write_new's retries of a 409 ConditionalRequestConflict
+_CLIENT_LOCK = threading.Lock()
 SCHEMES = ("s3", "s3a")  # s3a: the Hadoop spelling of the same buckets
 
 
@@ -79,10 +81,11 @@ class S3Storage(Storage):
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            import boto3  # the `glue` extra; imported here so that local lakes never need it
+        with _CLIENT_LOCK:  # boto3's default session is not safe to use from several threads at once
+            if self._client is None:
+                import boto3  # the `glue` extra; imported here so that local lakes never need it
 
-            self._client = boto3.client("s3", endpoint_url=self.endpoint_url, region_name=self.region)
+                self._client = boto3.client("s3", endpoint_url=self.endpoint_url, region_name=self.region)
         return self._client
 
     def __repr__(self) -> str:
