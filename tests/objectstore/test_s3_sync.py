@@ -4,6 +4,9 @@ run killed at any commit step completed exactly once."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import boto3
 import pytest
 
@@ -11,6 +14,8 @@ from eventlake import layout
 from eventlake.query import run_query
 from eventlake.sync import run_sync
 from eventlake.timestamps import now_utc
+from tests.catalog.conftest import clean_env
+from tests.collect.harness import EVENTLAKE
 from tests.sync.test_sync import Killed, kill_on_call
 
 pytestmark = pytest.mark.integration
@@ -59,6 +64,19 @@ def test_a_lake_on_s3_holds_the_same_rows_as_a_local_lake(s3_lake, lake, spark, 
     for table in [*tables, "_quarantine"]:
         assert table_rows(s3_lake, table) == table_rows(lake, table), table
 
+    # Spark SQL reads the lake in the bucket too (its own session: Glue -> tables from schema files)
+    db = s3_lake.source.database
+    query = f"SELECT message_id, properties_revenue, day FROM {db}.track_order_completed ORDER BY 1"
+    spark_sql = subprocess.run(
+        [str(EVENTLAKE), "--config", str(s3_lake.config), "sql", "--engine", "spark", "--format", "json", query],
+        capture_output=True, text=True, timeout=300, env=clean_env(),
+    )  # fmt: skip
+    assert spark_sql.returncode == 0, spark_sql.stderr
+    duck = run_query(s3_lake.settings, query, engine="duckdb").rows
+    assert [
+        (r["message_id"], float(r["properties_revenue"]), r["day"]) for r in json.loads(spark_sql.stdout)
+    ] == [(r["message_id"], float(r["properties_revenue"]), r["day"]) for r in duck]
+
     # every byte is in the bucket: nothing under a local folder named after the URI
     assert not (s3_lake.root / "s3:").exists()
     s3 = boto3.client("s3", endpoint_url=moto.endpoint)
@@ -70,7 +88,6 @@ def test_a_lake_on_s3_holds_the_same_rows_as_a_local_lake(s3_lake, lake, spark, 
 
     # Glue: s3:// locations with Parquet objects under them, as Athena reads them
     glue = boto3.client("glue", endpoint_url=moto.endpoint)
-    db = s3_lake.source.database
     table = glue.get_table(DatabaseName=db, Name="track_order_completed")["Table"]
     descriptor = table["StorageDescriptor"]
     assert descriptor["Location"].startswith(f"s3://eventlake-lake/{prefix}/segment-data/data/")

@@ -59,10 +59,24 @@ def _spark(settings: Settings, sql: str, spark: Any = None) -> QueryResult:
 
     with owned_session(settings, "eventlake-sql", spark) as session:
         try:
+            if session.conf.get("spark.sql.catalogImplementation") == "in-memory":
+                _register_lake(settings, session)
             frame = session.sql(sql)
             return QueryResult.of(tuple(frame.columns), frame.toLocalIterator())
         except PySparkException as exc:
             raise QueryError(f"query failed: {first_line(exc)}") from None
+
+
+def _register_lake(settings: Settings, session: Any) -> None:
+    """A session without a Hive catalog (``glue``: Spark cannot read Glue here) gets the lake's
+    tables from their schema files, read through eventlake's storage."""
+    from eventlake.catalog.schema_file import read_schema_files
+    from eventlake.query.spark_lake import register_lake_tables
+
+    specs = [
+        s for s in read_schema_files(settings.lake.storage(), settings.lake.root) if s.format == "parquet"
+    ]
+    register_lake_tables(session, specs, str(settings.lake.root), settings.lake.endpoint_url)
 
 
 def _duckdb(settings: Settings, sql: str) -> QueryResult:

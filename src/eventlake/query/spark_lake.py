@@ -1,0 +1,104 @@
+"""Spark SQL over a lake on an object store without Hadoop connectors: each table of the lake (from
+its schema file) becomes a table of the session's in-memory catalog backed by a Python data
+source that reads its Parquet files through :mod:`eventlake.storage`, in the executors.
+
+Spark here has no ``s3a://``/``abfss://`` file systems (hadoop-aws cannot be installed), and a
+Glue catalog is not a Hive metastore Spark can open; this is how ``eventlake sql --engine spark``
+reads such a lake. A cluster with the connectors and a Glue-aware metastore (EMR, Databricks)
+reads the registered tables directly instead.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from eventlake.catalog.base import TableSpec
+from eventlake.storage import load_storage, to_location
+
+SOURCE_NAME = "eventlake_lake"
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _ddl(spec: TableSpec) -> str:
+    columns = [*spec.columns, *((k, "string") for k in spec.partition_keys)]
+    return ", ".join(f"{_ident(name)} {kind}" for name, kind in columns)
+
+
+class LakeTableSource(DataSource):
+    """One lake table. Spark hands no ``OPTIONS`` to a Python data source read through a catalog
+    table, so each table gets its own subclass (:func:`table_source`) holding its spec, the lake
+    root and the store's endpoint; Spark pickles the class to the workers with them."""
+
+    source_name = SOURCE_NAME
+    spec: TableSpec
+    root = ""
+    endpoint = ""
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.source_name
+
+    def schema(self) -> str:
+        return _ddl(self.spec)
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return LakeTableReader(self.spec, self.root, self.endpoint)
+
+
+def table_source(index: int, spec: TableSpec, root: str, endpoint: str) -> type[LakeTableSource]:
+    attributes = {"source_name": f"{SOURCE_NAME}_{index}", "spec": spec, "root": root, "endpoint": endpoint}
+    return type(f"LakeTableSource{index}", (LakeTableSource,), attributes)
+
+
+class LakeTableReader(DataSourceReader):
+    def __init__(self, spec: TableSpec, root: str, endpoint: str) -> None:
+        self.spec, self.root, self.endpoint = spec, root, endpoint
+
+    def partitions(self) -> list[InputPartition]:
+        """One per Parquet file of the table (listed on the driver)."""
+        storage = load_storage(self.root, endpoint_url=self.endpoint)
+        pattern = "*/" * len(self.spec.partition_keys) + "*.parquet"
+        files = storage.list(to_location(self.spec.location), pattern)
+        return [InputPartition(str(f.path)) for f in files] or [InputPartition("")]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from eventlake.schema.arrow import arrow_schema
+
+        path = partition.value
+        if not path:
+            return
+        storage = load_storage(self.root, endpoint_url=self.endpoint)
+        schema = arrow_schema(self.spec.columns)
+        table = pq.read_table(io.BytesIO(storage.read(to_location(path))))
+        columns = [
+            table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+            for f in schema
+        ]
+        folders = to_location(path).parent.relative_to(to_location(self.spec.location)).as_posix().split("/")
+        values = dict(part.split("=", 1) for part in folders if "=" in part)
+        columns += [pa.array([values.get(k)] * len(table), pa.string()) for k in self.spec.partition_keys]
+        names = [*schema.names, *self.spec.partition_keys]
+        yield from pa.Table.from_arrays(columns, names=names).to_batches()
+
+
+def register_lake_tables(spark: Any, specs: list[TableSpec], root: str, endpoint: str) -> None:
+    """A table per spec in the session's (in-memory) catalog, read through the lake's storage."""
+    for database in sorted({s.database for s in specs}):
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {_ident(database)}")
+    for index, spec in enumerate(specs):
+        source = table_source(index, spec, root, endpoint)
+        spark.dataSource.register(source)
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {_ident(spec.database)}.{_ident(spec.name)} ({_ddl(spec)}) "
+            f"USING {source.source_name}"
+        )
