@@ -21,6 +21,7 @@ from eventlake import layout
 from eventlake.config import Settings, add_source, load_settings, write_initial_config
 from eventlake.spec import enrich
 from eventlake.timestamps import day_start_ms, now_utc
+from tests.catalog.servers import AZURITE_KEY
 
 for _name in [n for n in os.environ if n == "EVENTLAKE_CONFIG" or n.startswith("EVENTLAKE__")]:
     del os.environ[_name]
@@ -33,6 +34,8 @@ os.environ.update(
         "AWS_SESSION_TOKEN": "testing",
         "AWS_EC2_METADATA_DISABLED": "true",
         "AWS_DEFAULT_REGION": "us-east-1",
+        # Azurite's published development key (lakes on the test Azure server)
+        "AZURE_STORAGE_KEY": AZURITE_KEY,
     }
 )
 

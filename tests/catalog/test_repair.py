@@ -25,6 +25,7 @@ from eventlake.query import run_query
 from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
 
+DISK = LocalStorage()
 COLUMNS = (("message_id", "string"), ("properties_revenue", "decimal(38,6)"))
 
 
@@ -101,8 +102,8 @@ def test_partitions_on_disk_are_folders_holding_data_files(tmp_path: Path) -> No
     touch(table / "day=2026-11-21" / "x=01" / "part-0.parquet")  # not a partition of this table
     touch(table / "day=2026-11-22" / "part-0.parquet")  # too shallow
     spec = TableSpec("web", "page", COLUMNS, ("day", "hr"), str(table))
-    assert partitions_on_disk(LocalStorage(), spec) == [("2026-11-20", "07"), ("2026-11-20", "08")]
-    assert partitions_on_disk(LocalStorage(), dataclasses.replace(spec, location=str(tmp_path / "gone"))) == []
+    assert partitions_on_disk(DISK, spec) == [("2026-11-20", "07"), ("2026-11-20", "08")]
+    assert partitions_on_disk(DISK, dataclasses.replace(spec, location=str(tmp_path / "gone"))) == []
 
 
 def test_partitions_of_a_table_with_its_own_folder_layout(tmp_path: Path) -> None:
@@ -119,7 +120,7 @@ def test_partitions_of_a_table_with_its_own_folder_layout(tmp_path: Path) -> Non
         format="json",
         partition_path="day={day}/source={source_id}/run_id={run_id}",
     )
-    assert partitions_on_disk(LocalStorage(), spec) == [("s1", "2026-11-20", "r1"), ("s2", "2026-11-21", "r2")]
+    assert partitions_on_disk(DISK, spec) == [("s1", "2026-11-20", "r1"), ("s2", "2026-11-21", "r2")]
 
 
 def test_repair_table_creates_then_keeps_and_completes(tmp_path: Path) -> None:
@@ -127,23 +128,25 @@ def test_repair_table_creates_then_keeps_and_completes(tmp_path: Path) -> None:
     touch(table / "day=2026-11-20" / "hr=07" / "part-0.parquet")
     spec = TableSpec("web", "track_x", (*COLUMNS, ("properties_plan", "string")), ("day", "hr"), str(table))
     catalog = MemoryCatalog()
-    first = repair_table(catalog, LocalStorage(), spec)
+    first = repair_table(catalog, DISK, spec)
     assert first.created and first.partitions == 1 and first.columns_added == ()
     assert catalog.table_columns("web", "track_x") == spec.columns
     assert catalog.partitions("web", "track_x") == [("2026-11-20", "07")]
-    again = repair_table(catalog, LocalStorage(), spec)
+    again = repair_table(catalog, DISK, spec)
     assert not again.created and again.columns_added == () and again.notice == ""
 
     # a catalog that lags behind the schema file gets the missing columns appended
     catalog.tables[("web", "track_x")] = dataclasses.replace(spec, columns=COLUMNS[:1])
-    completed = repair_table(catalog, LocalStorage(), spec)
+    completed = repair_table(catalog, DISK, spec)
     assert completed.columns_added == spec.columns[1:]
     assert catalog.table_columns("web", "track_x") == spec.columns
     # a type the user changed in the catalog is reported, never changed back
     catalog.tables[("web", "track_x")] = dataclasses.replace(
         spec, columns=(COLUMNS[0], ("properties_revenue", "string"), spec.columns[2])
     )
-    assert "properties_revenue string (schema file: decimal(38,6))" in repair_table(catalog, LocalStorage(), spec).notice
+    assert (
+        "properties_revenue string (schema file: decimal(38,6))" in repair_table(catalog, DISK, spec).notice
+    )
 
 
 def test_repair_catalog_from_schema_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

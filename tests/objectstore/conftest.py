@@ -13,10 +13,11 @@ import boto3
 import pytest
 
 from eventlake.config import add_source, load_settings, write_initial_config
-from tests.catalog.servers import Moto
+from tests.catalog.servers import AZURITE_ACCOUNT, Azurite, Moto
 from tests.conftest import Lake
 
 BUCKET = "eventlake-lake"
+CONTAINER = "eventlake-lake"
 _slugs = itertools.count(1)
 
 
@@ -28,16 +29,41 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
     server.stop()
 
 
-def s3_project(directory: Path, moto: Moto, prefix: str, slug: str, **extra: str) -> Path:
+def s3_project(directory: Path, moto: Moto, prefix: str, slug: str) -> Path:
     """A project directory whose lake is ``s3://BUCKET/<prefix>`` and whose catalog is Glue, both on
-    ``moto``; ``extra``: more ``[lake]`` settings."""
+    ``moto``."""
+    return _project(directory, f"s3://{BUCKET}/{prefix}", moto.endpoint, moto, slug)
+
+
+def _project(directory: Path, root: str, endpoint: str, moto: Moto, slug: str) -> Path:
     config = write_initial_config(directory)
-    lake = "\n".join(f'{k} = "{v}"' for k, v in {"endpoint_url": moto.endpoint, **extra}.items())
     glue = f'kind = "glue"\nregion = "us-east-1"\nendpoint_url = "{moto.endpoint}"'
     text = config.read_text().replace('kind = "hive"', glue, 1)
-    config.write_text(text.replace('root = "lake"', f'root = "s3://{BUCKET}/{prefix}"\n{lake}', 1))
+    config.write_text(text.replace('root = "lake"', f'root = "{root}"\nendpoint_url = "{endpoint}"', 1))
     add_source(config, slug, write_key=f"wk_{slug}")
     return config
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    from azure.storage.blob import BlobServiceClient
+
+    server = Azurite.start(tmp_path_factory.mktemp("azurite") / "azurite.log")
+    BlobServiceClient.from_connection_string(server.connection_string).create_container(CONTAINER)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def azure_lake(tmp_path: Path, azurite: Azurite, moto: Moto, spark_state: Path) -> Lake:
+    """A project whose lake is on Azurite (``abfss://``), its tables in Glue on moto (the one
+    catalog that needs no Hadoop connector for a lake in a bucket)."""
+    slug = f"azsrc{next(_slugs)}"
+    root = f"abfss://{CONTAINER}@{AZURITE_ACCOUNT}.dfs.core.windows.net/t-{uuid.uuid4().hex[:12]}"
+    config = _project(tmp_path / "azure-project", root, azurite.endpoint, moto, slug)
+    settings = load_settings(config, environ={})
+    settings = dataclasses.replace(settings, lake=dataclasses.replace(settings.lake, state_dir=spark_state))
+    return Lake(tmp_path / "azure-project", config, settings, slug)
 
 
 @pytest.fixture

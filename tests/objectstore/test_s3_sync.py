@@ -4,6 +4,7 @@ run killed at any commit step completed exactly once."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 
@@ -11,6 +12,9 @@ import boto3
 import pytest
 
 from eventlake import layout
+from eventlake.catalog import load_catalog
+from eventlake.config import CatalogSettings
+from eventlake.errors import ConfigError
 from eventlake.query import run_query
 from eventlake.sync import run_sync
 from eventlake.timestamps import now_utc
@@ -68,7 +72,7 @@ def test_a_lake_on_s3_holds_the_same_rows_as_a_local_lake(s3_lake, lake, spark, 
     db = s3_lake.source.database
     query = f"SELECT message_id, properties_revenue, day FROM {db}.track_order_completed ORDER BY 1"
     spark_sql = subprocess.run(
-        [str(EVENTLAKE), "--config", str(s3_lake.config), "sql", "--engine", "spark", "--format", "json", query],
+        [EVENTLAKE, "--config", s3_lake.config, "sql", "--engine", "spark", "--format", "json", query],
         capture_output=True, text=True, timeout=300, env=clean_env(),
     )  # fmt: skip
     assert spark_sql.returncode == 0, spark_sql.stderr
@@ -100,6 +104,28 @@ def test_a_lake_on_s3_holds_the_same_rows_as_a_local_lake(s3_lake, lake, spark, 
         for k in keys
         if k.endswith(".parquet")
     )
+
+
+def test_a_lake_on_azure_holds_the_same_rows_as_a_local_lake(azure_lake, lake, spark):
+    received = now_utc()
+    for each in (lake, azure_lake):
+        each.archive(MESSAGES, received)
+    local, remote = sync(lake, spark), sync(azure_lake, spark)
+    assert remote.status == local.status == "Success", remote.error
+    assert remote.rows == local.rows == 4
+    for table in sorted(t.table for t in local.tables):
+        assert table_rows(azure_lake, table) == table_rows(lake, table), table
+    storage, root = azure_lake.settings.lake.storage(), azure_lake.settings.lake.root
+    assert str(root).startswith("abfss://") and storage.list(
+        layout.source_data_dir(root, azure_lake.source.id), "**/*.parquet"
+    )
+    assert not storage.list(layout.stage_root(root, azure_lake.source.id), "**/*")
+
+
+def test_a_hive_metastore_without_the_s3_connector_is_refused_clearly(s3_lake, spark):
+    settings = dataclasses.replace(s3_lake.settings, catalog=CatalogSettings())  # kind = "hive"
+    with pytest.raises(ConfigError, match=r"hadoop-aws.*spark\.jars.*kind = \"glue\""):
+        load_catalog(settings, spark)
 
 
 CRASH_POINTS = {

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eventlake import layout
-from eventlake.errors import DependencyError
+from eventlake.errors import ConfigError, DependencyError
+from eventlake.storage import storage_scheme
 
 if TYPE_CHECKING:
     from eventlake.config import Settings
@@ -106,7 +107,35 @@ def _load_hive(settings: Settings, session: Any) -> Catalog:
         from eventlake.jvm.session import spark_session
 
         session = spark_session(settings, "eventlake-catalog")
+    _check_connector(settings, session)
     return HiveCatalog(session)
+
+
+# the Hadoop file system a Hive metastore (and Spark reading its tables) needs for each lake scheme
+CONNECTORS = {
+    "s3": ("org.apache.hadoop.fs.s3a.S3AFileSystem", "hadoop-aws and the AWS SDK bundle"),
+    "s3a": ("org.apache.hadoop.fs.s3a.S3AFileSystem", "hadoop-aws and the AWS SDK bundle"),
+    "abfss": ("org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem", "hadoop-azure"),
+    "abfs": ("org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem", "hadoop-azure"),
+}
+
+
+def _check_connector(settings: Settings, session: Any) -> None:
+    """A Hive metastore checks every table location with Hadoop's file system for its scheme: a
+    lake in a bucket needs the connector on the class path, or the first table fails obscurely."""
+    scheme = storage_scheme(settings.lake.root)
+    if scheme not in CONNECTORS:
+        return
+    class_name, jars = CONNECTORS[scheme]
+    try:
+        session.sparkContext._jvm.java.lang.Class.forName(class_name)
+    except Exception:
+        raise ConfigError(
+            "catalog.kind",
+            f'"hive" with lake.root {settings.lake.root}',
+            f"a Hive metastore needs {jars} ({class_name}) on Spark's class path for {scheme}:// "
+            'locations (spark.jars, as EMR, Dataproc and Databricks provide); or use kind = "glue" (S3)',
+        ) from None
 
 
 def _load_glue(settings: Settings, session: Any) -> Catalog:
