@@ -76,7 +76,13 @@ def azure_root() -> ObjectPath:
     )
 
 
-@pytest.fixture(params=["local", "s3", "azure"])
+@pytest.fixture(
+    params=[
+        "local",
+        pytest.param("s3", marks=pytest.mark.integration),
+        pytest.param("azure", marks=pytest.mark.integration),
+    ]
+)
 def backend(request, tmp_path) -> tuple[Storage, Location]:
     """A store and a fresh, empty root on it."""
     if request.param == "local":

@@ -23,6 +23,8 @@ from tests.conftest import Lake
 
 from .conftest import BUCKET, s3_project
 
+pytestmark = pytest.mark.integration
+
 
 def test_one_holder_at_a_time_and_an_expired_lease_is_taken_over(moto):
     storage = S3Storage(endpoint_url=moto.endpoint)
@@ -45,7 +47,6 @@ def test_one_holder_at_a_time_and_an_expired_lease_is_taken_over(moto):
     assert Lease(storage, folder, seconds=1.0).try_acquire()
 
 
-@pytest.mark.integration
 def test_two_machines_syncing_one_source_at_once_keep_the_lake_exact(tmp_path, moto):
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     first = s3_project(tmp_path / "machine-a", moto, prefix, "shop")
