@@ -2,6 +2,11 @@
 
 :func:`spark_conf` is also what ``eventlake thrift`` hands to ``spark-submit``, so the Thrift
 server sees exactly the catalog an ``eventlake sql`` sees.
+
+``[spark] master`` may be a cluster (``spark://host:7077``, ``yarn``, ``k8s://...``): the driver
+stays in the eventlake process, the executors run on other machines. What they need is in
+:func:`cluster_conf`: the Python to run (one with eventlake installed) and the object store's
+endpoint; never the driver's credentials.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
 from typing import Any
@@ -27,7 +32,28 @@ from eventlake.jvm.metastore import (
 )
 from eventlake.progress import Say
 
-__all__ = ["JAVA_HINT", "check_java", "owned_session", "spark_conf", "spark_session"]
+__all__ = [
+    "EXECUTOR_ENVIRONMENT",
+    "JAVA_HINT",
+    "check_java",
+    "cluster_conf",
+    "executor_python",
+    "is_local_master",
+    "owned_session",
+    "spark_conf",
+    "spark_session",
+]
+
+# what the lake's storage reads from the environment besides credentials: where the object store is
+# and which region. Copied to the executors of a cluster when set on the driver.
+EXECUTOR_ENVIRONMENT = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AZURE_STORAGE_BLOB_ENDPOINT",
+)
+PYSPARK_PYTHON = "spark.pyspark.python"
 
 
 def check_java() -> None:
@@ -38,11 +64,62 @@ def log4j_config() -> str:
     return str(resources.files("eventlake.jvm").joinpath("log4j2.properties"))
 
 
-def spark_conf(settings: Settings, app_name: str, access: MetastoreAccess | None) -> dict[str, str]:
+def is_local_master(master: str) -> bool:
+    """Whether ``master`` runs the executors inside the driver (``local``, ``local[4]``, ``local[*, 2]``)."""
+    master = master.strip()
+    return master == "local" or master.startswith("local[")
+
+
+def executor_python(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
+    """The Python the executors run: ``spark.pyspark.python`` of ``[spark.conf]``, else the
+    driver's ``PYSPARK_PYTHON``, else the driver's own interpreter (:data:`sys.executable`).
+
+    The last default is right in local mode and wherever the executors have the driver's Python
+    at the same path (a same-machine cluster, a Kubernetes image shared by driver and executors,
+    a Databricks or EMR cluster whose nodes are set up alike). Otherwise name a Python with
+    eventlake installed on every node, or ship a packed environment:
+    ``spark.archives = "eventlake-env.tar.gz#env"`` with ``spark.pyspark.python = "./env/bin/python"``.
+    """
+    environ = os.environ if environ is None else environ
+    configured = dict(settings.spark.conf).get(PYSPARK_PYTHON, "").strip()
+    return configured or environ.get("PYSPARK_PYTHON", "").strip() or sys.executable
+
+
+def cluster_conf(settings: Settings, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the executors of a cluster master need (nothing for ``local[...]``): the Python to run
+    (:func:`executor_python`) and the storage environment of :data:`EXECUTOR_ENVIRONMENT` (the
+    object store's endpoint and region) that is set on the driver, as ``spark.executorEnv.*``.
+
+    Credentials are never copied: not ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+    ``AWS_SESSION_TOKEN``, not ``AZURE_STORAGE_KEY``/``AZURE_STORAGE_CONNECTION_STRING``/SAS tokens.
+    Spark conf is shown in the Spark UI, the event log and the master's pages. Executors use their
+    own credential chain: an instance profile or IRSA role, a managed identity, or the
+    environment of the worker/executor image (``spark-env.sh``, a Kubernetes secret).
+    """
+    if is_local_master(settings.spark.master):
+        return {}
+    environ = os.environ if environ is None else environ
+    python = executor_python(settings, environ)
+    conf = {PYSPARK_PYTHON: python, "spark.executorEnv.PYSPARK_PYTHON": python}
+    for name in EXECUTOR_ENVIRONMENT:
+        value = environ.get(name, "").strip()
+        if value:
+            conf[f"spark.executorEnv.{name}"] = value
+    return conf
+
+
+def spark_conf(
+    settings: Settings,
+    app_name: str,
+    access: MetastoreAccess | None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """Every Spark setting of an eventlake session; ``access`` None: no Hive catalog (``glue``).
 
     The embedded Derby metastore and the warehouse live in ``[lake] state_dir``, so nothing is
-    written into the working directory.
+    written into the working directory. On a cluster master, :func:`cluster_conf` adds what the
+    executors need (from ``environ``, default :data:`os.environ`); ``[spark.conf]`` comes last
+    and overrides any of it.
     """
     state = settings.lake.state_dir
     java_options = " ".join(
@@ -72,6 +149,7 @@ def spark_conf(settings: Settings, app_name: str, access: MetastoreAccess | None
         # partition values are strings ("hr=07"), never inferred as numbers
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     }
+    conf.update(cluster_conf(settings, environ))
     if access is not None:
         for key, value in access.properties.items():
             conf[f"spark.hadoop.{key}"] = value
@@ -118,15 +196,36 @@ def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = pr
     time.tzset()
     # PySpark logs every failed query with its Java stack trace; the CLI prints one line instead
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if is_local_master(settings.spark.master):
+        # in local mode nobody connects from elsewhere; on a cluster the executors must reach the
+        # driver, on the address Spark picks or on spark.driver.host / spark.driver.bindAddress
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder
     for key, value in spark_conf(settings, app_name, access).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    # PySpark takes the Python its workers run from PYSPARK_PYTHON when the context starts (not
+    # from spark.pyspark.python), and sends that path to every executor
+    with _environment(PYSPARK_PYTHON=executor_python(settings)):
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """``os.environ`` with ``values`` for the duration of the block."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextmanager
