@@ -15,16 +15,18 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import boto3
 import httpx
 import pyarrow.fs as pafs
 import pytest
 
-from tests.catalog.servers import free_port, port_open
+from tests.catalog.servers import AWS_ENV, Moto, free_port, port_open
 
 START_TIMEOUT = 90.0  # master and workers are up in ~6 s each on this machine
 WORKERS = 2
@@ -113,6 +115,11 @@ class SparkCluster:
     def logs(self) -> str:
         return "\n".join(tail(d.log) for d in self.daemons)
 
+    def credentials_file(self) -> Path:
+        path = self.root / "aws-credentials"
+        path.write_text("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
+        return path
+
     def start_daemon(self, name: str, main_class: str, *args: str) -> Daemon:
         home = spark_home()
         # as on another machine: none of the test run's settings, Spark variables or cloud credentials
@@ -120,6 +127,9 @@ class SparkCluster:
         conf_dir = self.root / "conf"  # empty: no spark-defaults.conf or spark-env.sh from anywhere
         conf_dir.mkdir(exist_ok=True)
         env.update(
+            # the node's own credentials (fakes for the test S3 server), in a file as an instance
+            # profile would provide them: never from the driver
+            AWS_SHARED_CREDENTIALS_FILE=str(self.credentials_file()),
             SPARK_HOME=str(home),
             SPARK_CONF_DIR=str(conf_dir),
             SPARK_LOCAL_IP="127.0.0.1",
@@ -223,7 +233,57 @@ class LocalLakeStore:
             out.write(data)
 
 
-@pytest.fixture(params=["local"])
+@dataclass
+class S3LakeStore(LocalLakeStore):
+    """Lakes in a bucket of a moto server (S3 and Glue): the cluster's workers reach it with their
+    own credentials (a shared credentials file in their environment, as a node's own chain), the
+    driver names the endpoint (``lake.endpoint_url``) and registers the tables in Glue on moto
+    (a Hive metastore would need hadoop-aws)."""
+
+    endpoint: str = ""
+    bucket: str = "eventlake-cluster"
+
+    def root(self, name: str) -> str:
+        return f"s3://{self.path(name)}"
+
+    def path(self, name: str, key: str = "") -> str:
+        folder = f"{self.bucket}/{self.base.name}/{name}"
+        return f"{folder}/{key}" if key else folder
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "EVENTLAKE__LAKE__ENDPOINT_URL": self.endpoint,
+            "EVENTLAKE__CATALOG__KIND": "glue",
+            "EVENTLAKE__CATALOG__REGION": "us-east-1",
+            "EVENTLAKE__CATALOG__ENDPOINT_URL": self.endpoint,
+            **AWS_ENV,
+        }
+
+    def put(self, name: str, key: str, data: bytes) -> None:
+        with self.filesystem.open_output_stream(self.path(name, key), compression=None) as out:
+            out.write(data)
+
+
+@pytest.fixture(scope="session")
+def cluster_moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
+    server = Moto.start(tmp_path_factory.mktemp("cluster-moto") / "moto.log")
+    boto3.client(
+        "s3", endpoint_url=server.endpoint, region_name="us-east-1",
+        aws_access_key_id="testing", aws_secret_access_key="testing",
+    ).create_bucket(Bucket=S3LakeStore.bucket)  # fmt: skip
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
 def lake_store(request: pytest.FixtureRequest, tmp_path: Path) -> LocalLakeStore:
-    """Where the cluster tests' lakes live (a parameter: object stores can be added)."""
-    return LocalLakeStore(tmp_path / "lakes")
+    """Where the cluster tests' lakes live: local folders (shared by the same-machine workers) and
+    a bucket on S3 (moto), as on a real cluster."""
+    if request.param == "local":
+        return LocalLakeStore(tmp_path / "lakes")
+    moto = request.getfixturevalue("cluster_moto")
+    host = moto.endpoint.removeprefix("http://")
+    filesystem = pafs.S3FileSystem(
+        access_key="testing", secret_key="testing", region="us-east-1", endpoint_override=host, scheme="http"
+    )
+    return S3LakeStore(tmp_path / f"lakes-{uuid.uuid4().hex[:8]}", filesystem, moto.endpoint)
