@@ -223,12 +223,14 @@ class Moto:
         return f"http://127.0.0.1:{self.port}"
 
     @classmethod
-    def start(cls, log: Path) -> Moto:
+    def start(cls, log: Path, port: int = 0) -> Moto:
+        """``python -m moto.server`` on 127.0.0.1:``port`` (a free one when 0; a start on the same
+        port brings the store back, empty, after an outage), once it listens."""
         try:
             import moto.server  # noqa: F401
         except ImportError:
             missing("moto[server]")
-        port = free_port()
+        port = port or free_port()
         with open(log, "ab") as out:
             process = subprocess.Popen(
                 [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],

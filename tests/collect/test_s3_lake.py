@@ -23,7 +23,7 @@ from eventlake.storage import ObjectPath
 
 from ..catalog.servers import Moto
 from .harness import Project, StartCollector, make_object_store_project, metrics, send
-from .s3 import ENVIRONMENT, create_bucket, objects, start_moto
+from .s3 import ENVIRONMENT, create_bucket, objects
 from .test_suppression import eventlake, wait_until_blocked
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ ARCHIVE_KEY = r"ev/segment-logs/{source}/\d{{13}}/\d{{13}}-\d{{13}}-[0-9a-f]{{8}
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
-    server = start_moto(tmp_path_factory.mktemp("moto") / "moto.log")
+    server = Moto.start(tmp_path_factory.mktemp("moto") / "moto.log")
     yield server
     server.stop()
 
@@ -153,7 +153,7 @@ def test_kill9_under_load_loses_and_doubles_nothing(
 def test_an_outage_of_the_store_turns_into_429_never_into_a_loss(
     tmp_path: Path, start_collector: StartCollector, aws: str
 ) -> None:
-    server = start_moto(tmp_path / "moto.log")
+    server = Moto.start(tmp_path / "moto.log")
     try:
         project = s3_project(tmp_path / "project", server)
         collector = start_collector(
@@ -191,7 +191,7 @@ def test_an_outage_of_the_store_turns_into_429_never_into_a_loss(
                 >= 1
             )
 
-            server = start_moto(tmp_path / "moto-again.log", port=server.port)  # the store is back ...
+            server = Moto.start(tmp_path / "moto-again.log", port=server.port)  # the store is back ...
             create_bucket(server.endpoint, bucket_of(project))  # ... empty: moto kept it in memory
             deadline = time.monotonic() + 60  # the sealer's backoff is at most 30 s
             while True:

@@ -21,6 +21,7 @@ from eventlake.config import (
     write_initial_config,
 )
 from eventlake.errors import ConfigError, UsageError
+from eventlake.storage import ObjectPath
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -114,10 +115,21 @@ def test_environment_overrides_the_file(config: Path) -> None:
         load_settings(config, environ={"EVENTLAKE__COLLECTOR__PORT": "many"})
 
 
-def test_an_object_store_lake_root_is_refused_until_supported(config: Path) -> None:
-    environ = {"EVENTLAKE__LAKE__ROOT": "s3://bk/ev"}
-    with pytest.raises(ConfigError, match=r"invalid setting lake\.root: s3://bk/ev.*not supported yet"):
-        load_settings(config, environ=environ)
+def test_an_object_store_lake_root_is_a_uri(config: Path) -> None:
+    settings = load_settings(config, environ={"EVENTLAKE__LAKE__ROOT": "s3://my-bucket/ev/"})
+    assert settings.lake.root == ObjectPath("s3", "my-bucket", "ev") and settings.lake.remote
+    assert str(settings.lake.root / "segment-logs") == "s3://my-bucket/ev/segment-logs"
+    azure = "abfss://lake@acct.dfs.core.windows.net/events"
+    assert str(load_settings(config, environ={"EVENTLAKE__LAKE__ROOT": azure}).lake.root) == azure
+
+
+def test_an_unsupported_lake_root_scheme_is_refused_clearly(config: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"invalid setting lake\.root: gs://bk/ev.*not supported.*s3://bucket"
+    ):
+        load_settings(config, environ={"EVENTLAKE__LAKE__ROOT": "gs://bk/ev"})
+    with pytest.raises(ConfigError, match=r"lake\.root.*s3://bucket/prefix"):
+        load_settings(config, environ={"EVENTLAKE__LAKE__ROOT": "s3://"})
 
 
 def test_config_path_from_environment(config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

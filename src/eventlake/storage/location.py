@@ -115,5 +115,7 @@ def hadoop_uri(location: str) -> str:
 
 def uri_scheme(value: str | Path | ObjectPath) -> str:
     """``file`` for a local path, else the URI's scheme: ``uri_scheme("s3://b/p") == "s3"``."""
-    location = to_location(value)
-    return location.scheme if isinstance(location, ObjectPath) else "file"
+    if isinstance(value, ObjectPath):
+        return value.scheme
+    match = URI.match(str(value)) if not isinstance(value, Path) else None
+    return match.group(1).lower() if match else "file"
