@@ -115,13 +115,10 @@ class SourceSync:
     def _stage(
         self, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
     ) -> tuple[Manifest, SyncResult]:
-        # the workers read the archive through storage; intermediate results are kept on the
-        # executors' disks (not in memory, not in the lake): memory stays flat, and the lake's store
-        # needs no Hadoop connector
+        # the workers read the archive through storage: the lake's store needs no Hadoop connector
         parse = functools.partial(parse_files, storage=self.storage)
-        parsed = self._materialize(
-            files_frame(self.spark, [f.path for f in files]).mapInArrow(parse, PARSED_SCHEMA)
-        )
+        lines = files_frame(self.spark, [f.path for f in files])
+        parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed")
         totals = {
             row["ok"]: (row["n"], row["first"])
             for row in parsed.groupBy("ok")
@@ -134,7 +131,7 @@ class SourceSync:
             self.spark, parsed.filter(F.col("ok")).drop("ok", "reason", "raw"), first_received,
             layout.dedupe_index_dir(self.lake, self.source.id), self.source.dedupe_window_days, self.storage,
         )  # fmt: skip
-        deduped = self._materialize(unique)
+        deduped = self._materialize(unique, stage, "deduped")
         dropped = valid - deduped.count()
         self.say(f"{valid + invalid} messages, {dropped} duplicates dropped, {invalid} invalid")
         quarantine = self.source.table_prefix + QUARANTINE_TABLE
@@ -177,8 +174,16 @@ class SourceSync:
             stage=str(stage.root),
         )
 
-    def _materialize(self, frame: DataFrame) -> DataFrame:
-        """``frame`` computed once, onto the executors' local disks, for the rest of the run."""
+    def _materialize(self, frame: DataFrame, stage: RunStage, name: str) -> DataFrame:
+        """``frame`` computed once for the rest of the run, with flat memory: as Parquet in the
+        run's stage when the stage is on a disk Spark writes to (a local lake), else on the
+        executors' own disks (a lake in a bucket: Spark has no connector to write there). The
+        Parquet copy is the cheaper one: Spark's disk cache builds its blocks on the heap (a 1M
+        message sync ran out of a 2g heap with it)."""
+        on_disk = self.storage.local_path(stage.scratch(name))
+        if on_disk is not None:
+            frame.write.mode("overwrite").parquet(str(on_disk))
+            return self.spark.read.parquet(str(on_disk))
         kept = frame.persist(StorageLevel.DISK_ONLY)
         kept.count()
         self.kept.append(kept)

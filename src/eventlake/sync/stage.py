@@ -53,6 +53,10 @@ class RunStage:
     def root(self) -> Location:
         return layout.stage_dir(self.lake, self.source_id, self.run_id)
 
+    def scratch(self, name: str) -> Location:
+        """A folder for Spark's intermediate output (``parsed``, ``deduped``), never published."""
+        return self.root / "scratch" / name
+
     def folder(self, kind: str) -> Location:
         """Where the staged files of one kind are."""
         return self.root / kind
