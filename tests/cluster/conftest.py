@@ -222,8 +222,8 @@ class LocalLakeStore:
         """Where ``key`` (relative to the lake root, with ``/``) is on :attr:`filesystem`."""
         return str(self.base / name / key) if key else str(self.base / name)
 
-    def environment(self) -> dict[str, str]:
-        """What a sync needs in its environment to reach the lake (endpoint, test credentials)."""
+    def environment(self, name: str) -> dict[str, str]:
+        """What a sync of the lake called ``name`` needs in its environment (endpoint, catalog)."""
         return {}
 
     def put(self, name: str, key: str, data: bytes) -> None:
@@ -250,11 +250,13 @@ class S3LakeStore(LocalLakeStore):
         folder = f"{self.bucket}/{self.base.name}/{name}"
         return f"{folder}/{key}" if key else folder
 
-    def environment(self) -> dict[str, str]:
+    def environment(self, name: str) -> dict[str, str]:
+        # a Glue catalog of its own per lake (moto keeps one per region): each sync creates its tables
+        region = "us-east-1" if name == "local" else "us-west-2"
         return {
             "EVENTLAKE__LAKE__ENDPOINT_URL": self.endpoint,
             "EVENTLAKE__CATALOG__KIND": "glue",
-            "EVENTLAKE__CATALOG__REGION": "us-east-1",
+            "EVENTLAKE__CATALOG__REGION": region,
             "EVENTLAKE__CATALOG__ENDPOINT_URL": self.endpoint,
             **AWS_ENV,
         }

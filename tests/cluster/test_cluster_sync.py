@@ -93,11 +93,11 @@ def make_projects(root: Path) -> tuple[Path, Path, str]:
     return cluster_config, local_config, source_id
 
 
-def sync(config: Path, lake_root: str, store: LocalLakeStore, **spark: str) -> tuple[list[dict], str]:
+def sync(config: Path, name: str, store: LocalLakeStore, **spark: str) -> tuple[list[dict], str]:
     """``eventlake sync --format json`` as a subprocess; its table rows and stderr."""
     env = {k: v for k, v in os.environ.items() if k != "EVENTLAKE_CONFIG" and not k.startswith("EVENTLAKE__")}
-    env.update(store.environment())
-    env["EVENTLAKE__LAKE__ROOT"] = lake_root
+    env.update(store.environment(name))
+    env["EVENTLAKE__LAKE__ROOT"] = store.root(name)
     for key, value in spark.items():
         env[f"EVENTLAKE__SPARK__{key.upper()}"] = value
     result = subprocess.run(
@@ -155,11 +155,11 @@ def test_a_sync_on_the_cluster_equals_a_local_sync(
     shuffle = {"spark.sql.shuffle.partitions": "2"}  # the same in both: a few hundred messages
     with ThreadPoolExecutor(2) as pool:
         cluster_run = pool.submit(
-            sync, cluster_config, lake_store.root("on-cluster"), lake_store,
+            sync, cluster_config, "on-cluster", lake_store,
             master=spark_cluster.url, conf=toml_table({**spark_cluster.conf(), **shuffle}),
         )  # fmt: skip
         local_run = pool.submit(
-            sync, local_config, lake_store.root("local"), lake_store,
+            sync, local_config, "local", lake_store,
             master="local[*]", conf=toml_table(shuffle),
         )  # fmt: skip
         (on_cluster, said), (local, _) = cluster_run.result(), local_run.result()

@@ -6,14 +6,10 @@ A lake root is a local path or a URI; :func:`load_storage` gives the store that 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from eventlake.errors import ConfigError
 from eventlake.storage.base import FileInfo, Storage, StorageError
 from eventlake.storage.local import LocalStorage
 from eventlake.storage.location import Location, ObjectPath, hadoop_uri, to_location, uri_scheme
-
-SCHEMES = ("file", "s3", "s3a", "abfss", "abfs", "az")
 
 
 def storage_scheme(root: str | Location) -> str:
@@ -48,7 +44,6 @@ __all__ = [
     "LocalStorage",
     "Location",
     "ObjectPath",
-    "Path",
     "Storage",
     "StorageError",
     "hadoop_uri",
