@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sync import EVENTLAKE, generate  # noqa: E402 - bench/sync.py: the same archive
+from sync import EVENTLAKE, PeakRss, generate  # noqa: E402 - bench/sync.py: the same archive
 
 BUCKET = "eventlake-bench"
 PREFIX = "lake"
@@ -154,30 +154,14 @@ def request_kind(method: str, path: str) -> str:
 # -- the process tree: peak RSS and CPU ---------------------------------------------------------
 
 
-class TreeSampler:
+class TreeSampler(PeakRss):
     """Peak RSS of a process and its descendants, and their CPU seconds (the last value seen of
     each process; a process that ends between two samples loses at most 0.2 s)."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.peak, self.cpu, self.loads = pid, 0, {}, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _tree(self) -> list[int]:
-        parents: dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                    parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-                except OSError:
-                    pass
-        tree, frontier = [self.pid], [self.pid]
-        while frontier:
-            frontier = [pid for pid, parent in parents.items() if parent in frontier]
-            tree += frontier
-        return tree
+        self.cpu: dict[int, float] = {}
+        self.loads: list[float] = []
+        super().__init__(pid)  # starts sampling
 
     def _run(self) -> None:
         while not self._stop.is_set():
