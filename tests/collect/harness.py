@@ -11,8 +11,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,3 +215,56 @@ class Collector:
 
 
 StartCollector = Callable[..., Collector]
+NEVER = 3600  # a seal age no test waits for
+
+
+def kill9_under_load(project: Project, start_collector: StartCollector) -> None:
+    """Four clients post batches nonstop (segments sealing meanwhile) when the collector gets
+    SIGKILL: after the restart every acknowledged message is in the archive exactly once, and
+    nothing is archived twice (unacknowledged messages may or may not be there). For any lake."""
+    collector = start_collector(project, seal_max_age_seconds=0.2, seal_max_bytes=16384)
+    acknowledged: list[str] = []
+    attempted: list[str] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        with httpx.Client(base_url=collector.url, auth=(project.write_key, ""), timeout=5) as http:
+            for _ in range(2000):  # bounded; the kill ends it much earlier
+                batch = [
+                    {"type": "track", "userId": "u1", "event": "E", "messageId": str(uuid.uuid4())}
+                    for _ in range(10)
+                ]
+                ids = [m["messageId"] for m in batch]
+                with lock:
+                    attempted.extend(ids)
+                try:
+                    response = http.post("/v1/batch", json={"batch": batch})
+                except httpx.TransportError:
+                    return
+                if response.status_code != 200:
+                    return
+                with lock:
+                    acknowledged.extend(ids)
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 20
+    while (
+        len(list_archive_files(project.storage, project.lake, project.source_id)) < 2
+        or len(acknowledged) < 500
+    ):
+        assert time.monotonic() < deadline, "the load did not get going"
+        time.sleep(0.05)
+    collector.kill()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert acknowledged and not any(thread.is_alive() for thread in threads)
+
+    collector = start_collector(project, seal_max_age_seconds=NEVER)  # recovers before it listens
+    counts = Counter(m["messageId"] for m in project.archived())
+    assert [i for i in acknowledged if counts[i] != 1] == [], "acknowledged messages missing or doubled"
+    assert max(counts.values()) == 1, "a message was archived twice"
+    assert set(counts) <= set(attempted)
+    assert collector.stop() == 0
+    assert project.spool_segments() == []

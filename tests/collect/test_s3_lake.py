@@ -18,17 +18,22 @@ import orjson
 import pytest
 
 from eventlake import layout
-from eventlake.archive import list_archive_files
 from eventlake.storage import ObjectPath
 
 from ..catalog.servers import Moto
-from .harness import Project, StartCollector, make_object_store_project, metrics, send
+from .harness import (
+    Project,
+    StartCollector,
+    kill9_under_load,
+    make_object_store_project,
+    metrics,
+    send,
+)
 from .s3 import ENVIRONMENT, create_bucket, objects
 from .test_suppression import eventlake, wait_until_blocked
 
 pytestmark = pytest.mark.integration
 
-NEVER = 3600  # a seal age no test waits for
 ARCHIVE_KEY = r"ev/segment-logs/{source}/\d{{13}}/\d{{13}}-\d{{13}}-[0-9a-f]{{8}}-\d{{6}}\.gz"
 
 
@@ -101,53 +106,7 @@ def test_kill9_under_load_loses_and_doubles_nothing(
 ) -> None:
     """Four clients post batches nonstop (segments being uploaded meanwhile) when the collector gets
     SIGKILL: after the restart every acknowledged message is in the bucket exactly once."""
-    project = s3_project(tmp_path / "project", moto)
-    collector = start_collector(project, seal_max_age_seconds=0.2, seal_max_bytes=16384)
-    acknowledged: list[str] = []
-    attempted: list[str] = []
-    lock = threading.Lock()
-
-    def client() -> None:
-        with httpx.Client(base_url=collector.url, auth=(project.write_key, ""), timeout=5) as http:
-            for _ in range(2000):  # bounded; the kill ends it much earlier
-                batch = [
-                    {"type": "track", "userId": "u1", "event": "E", "messageId": str(uuid.uuid4())}
-                    for _ in range(10)
-                ]
-                ids = [m["messageId"] for m in batch]
-                with lock:
-                    attempted.extend(ids)
-                try:
-                    response = http.post("/v1/batch", json={"batch": batch})
-                except httpx.TransportError:
-                    return
-                if response.status_code != 200:
-                    return
-                with lock:
-                    acknowledged.extend(ids)
-
-    threads = [threading.Thread(target=client) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    wait_until(
-        lambda: (
-            len(list_archive_files(project.storage, project.lake, project.source_id)) >= 2
-            and len(acknowledged) >= 500
-        ),
-        "the load did not get going",
-    )
-    collector.kill()
-    for thread in threads:
-        thread.join(timeout=10)
-    assert acknowledged and not any(thread.is_alive() for thread in threads)
-
-    collector = start_collector(project, seal_max_age_seconds=NEVER)  # recovers before it listens
-    counts = Counter(m["messageId"] for m in project.archived())
-    assert [i for i in acknowledged if counts[i] != 1] == [], "acknowledged messages missing or doubled"
-    assert max(counts.values()) == 1, "a message was archived twice"
-    assert set(counts) <= set(attempted)
-    assert collector.stop() == 0
-    assert project.spool_segments() == []
+    kill9_under_load(s3_project(tmp_path / "project", moto), start_collector)
 
 
 def test_an_outage_of_the_store_turns_into_429_never_into_a_loss(

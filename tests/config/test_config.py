@@ -117,7 +117,7 @@ def test_environment_overrides_the_file(config: Path) -> None:
 
 def test_an_object_store_lake_root_is_a_uri(config: Path) -> None:
     settings = load_settings(config, environ={"EVENTLAKE__LAKE__ROOT": "s3://my-bucket/ev/"})
-    assert settings.lake.root == ObjectPath("s3", "my-bucket", "ev") and settings.lake.remote
+    assert settings.lake.root == ObjectPath("s3", "my-bucket", "ev")
     assert str(settings.lake.root / "segment-logs") == "s3://my-bucket/ev/segment-logs"
     azure = "abfss://lake@acct.dfs.core.windows.net/events"
     assert str(load_settings(config, environ={"EVENTLAKE__LAKE__ROOT": azure}).lake.root) == azure

@@ -20,6 +20,7 @@ from eventlake.sync import run_sync
 from eventlake.timestamps import now_utc
 from tests.catalog.conftest import clean_env
 from tests.collect.harness import EVENTLAKE
+from tests.sync.test_sync import CRASH_POINTS as LOCAL_CRASH_POINTS
 from tests.sync.test_sync import Killed, kill_on_call
 
 pytestmark = pytest.mark.integration
@@ -128,13 +129,11 @@ def test_a_hive_metastore_without_the_s3_connector_is_refused_clearly(s3_lake, s
         load_catalog(settings, spark)
 
 
+# the local lake's crash points, on S3's store and Glue
 CRASH_POINTS = {
-    "after staging, before publishing": ("eventlake.sync.job", "apply", 1),
+    **LOCAL_CRASH_POINTS,
     "after moving the first file": ("eventlake.storage.s3.S3Storage", "publish", 2),
-    "before writing the report": ("eventlake.sync.commit", "write_report_rows", 1),
     "while registering partitions": ("eventlake.catalog.glue.GlueCatalog", "add_partitions", 1),
-    "before recording the ledger": ("eventlake.sync.state.SyncState", "record_synced", 1),
-    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eventlake.storage import Location, ObjectPath, Storage, load_storage
+from eventlake.storage import Location, Storage, load_storage
 
 DATE_PARTITIONS = ("day-hour", "year-month-day-hour", "year-month-day", "day")
 FILL_IP_MODES = ("auto", "always", "never")
@@ -44,11 +44,6 @@ class LakeSettings:
     def storage(self) -> Storage:
         """The store that holds the lake."""
         return load_storage(self.root, endpoint_url=self.endpoint_url)
-
-    @property
-    def remote(self) -> bool:
-        """Whether the lake is on an object store (not a local directory)."""
-        return isinstance(self.root, ObjectPath)
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,7 @@ from eventlake.storage.base import FileInfo, Storage, StorageError
 from eventlake.storage.local import LocalStorage
 from eventlake.storage.location import Location, ObjectPath, hadoop_uri, to_location, uri_scheme
 
-
-def storage_scheme(root: str | Location) -> str:
-    """``file`` for a local path, else the URI's scheme: ``storage_scheme("s3://b/p") == "s3"``."""
-    return uri_scheme(root)
+storage_scheme = uri_scheme  # ``file`` for a local path, else the URI's scheme
 
 
 def load_storage(root: str | Location, *, endpoint_url: str = "") -> Storage:

@@ -56,16 +56,8 @@ class ObjectPath:
         return self.key.rsplit("/", 1)[-1]
 
     @property
-    def suffix(self) -> str:
-        return PurePosixPath(self.name).suffix
-
-    @property
     def parent(self) -> ObjectPath:
         return ObjectPath(self.scheme, self.authority, self.key.rsplit("/", 1)[0] if "/" in self.key else "")
-
-    @property
-    def parts(self) -> tuple[str, ...]:
-        return (f"{self.scheme}://{self.authority}", *(self.key.split("/") if self.key else ()))
 
     def with_name(self, name: str) -> ObjectPath:
         return self.parent / name
@@ -76,13 +68,6 @@ class ObjectPath:
         ):
             raise ValueError(f"{self} is not under {other}")
         return PurePosixPath(self.key[len(other.key) :].lstrip("/") or ".")
-
-    def is_relative_to(self, other: ObjectPath) -> bool:
-        try:
-            self.relative_to(other)
-        except ValueError:
-            return False
-        return True
 
     def as_posix(self) -> str:
         return str(self)
