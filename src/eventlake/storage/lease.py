@@ -58,8 +58,14 @@ class Lease:
         number, holder = self._newest()
         if holder is not None and not self._expired(holder):
             return False
-        if not self.storage.write_new(self.folder / lease_name(number + 1), self._document()):
+        mine = self.folder / lease_name(number + 1)
+        if not self.storage.write_new(mine, self._document()):
             return False  # another contender took this number first
+        if self._numbers()[-1:] != [number + 1]:
+            # numbers restart at 1 once every lease is released: a contender that saw an older,
+            # higher number may have taken it meanwhile; it holds the lease, not this one
+            self.storage.delete(mine)
+            return False
         self.number = number + 1
         for old in self._numbers():
             if old < self.number:
@@ -116,15 +122,18 @@ class Lease:
 
     def _newest(self) -> tuple[int, dict | None]:
         """The highest lease number and its holder's document (None: no lease, or it vanished)."""
-        numbers = self._numbers()
-        if not numbers:
-            return 0, None
-        try:
-            return numbers[-1], orjson.loads(self.storage.read(self.folder / lease_name(numbers[-1])))
-        except FileNotFoundError:  # released meanwhile: free
-            return numbers[-1], None
-        except orjson.JSONDecodeError:
-            return numbers[-1], {"expires": 0}
+        while True:
+            numbers = self._numbers()
+            if not numbers:
+                return 0, None
+            try:
+                return numbers[-1], orjson.loads(self.storage.read(self.folder / lease_name(numbers[-1])))
+            except FileNotFoundError:
+                # released (or replaced) since the listing: look again. Taking number + 1 now could
+                # race a contender that already took number 1 in the emptied folder.
+                continue
+            except orjson.JSONDecodeError:
+                return numbers[-1], {"expires": 0}
 
     @staticmethod
     def _expired(holder: dict) -> bool:
