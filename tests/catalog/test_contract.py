@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 
 from eventlake.catalog import Catalog, TableSpec
+from eventlake.catalog.glue import GlueCatalog
+from eventlake.catalog.hive import HiveCatalog
+
+from .worker import RemoteCatalog
 
 BACK_ENDS = [
     pytest.param("hive_derby", marks=pytest.mark.spark, id="hive-derby"),
@@ -85,6 +89,67 @@ def test_add_partitions_idempotently(catalog: Catalog, database: str, tmp_path: 
         ("2026-11-22", "08"),
         ("2026-11-23", "00"),
     ]
+
+
+def hours(first_day: int, days: int) -> list[tuple[str, str]]:
+    return [
+        (f"2026-11-{day:02d}", f"{hour:02d}")
+        for day in range(first_day, first_day + days)
+        for hour in range(24)
+    ]
+
+
+def partition_location(catalog: Catalog, spec: TableSpec, values: tuple[str, ...]) -> str:
+    """Where the catalog says the partition's files are."""
+    if isinstance(catalog, GlueCatalog):
+        found = catalog.client.get_partition(
+            DatabaseName=spec.database, TableName=spec.name, PartitionValues=list(values)
+        )
+        return found["Partition"]["StorageDescriptor"]["Location"]
+    keys = ", ".join(f"{k}='{v}'" for k, v in zip(spec.partition_keys, values, strict=True))
+    statement = f"DESCRIBE FORMATTED {spec.qualified} PARTITION ({keys})"
+    assert isinstance(catalog, HiveCatalog | RemoteCatalog)
+    rows = (
+        catalog.sql(statement)
+        if isinstance(catalog, RemoteCatalog)
+        else catalog.spark.sql(statement).collect()
+    )
+    location = next(
+        row[1] for row in rows if row[0] == "Location"
+    )  # the partition's (the table's is after it)
+    return location.removeprefix("file:")
+
+
+def test_many_partitions_are_registered_in_batches(catalog: Catalog, database: str, tmp_path: Path) -> None:
+    """250 partitions over 11 days: three BatchCreatePartition calls on Glue (the Hive statement
+    batches are crossed in test_hive.py, with a small batch)."""
+    table = spec(database, tmp_path)
+    catalog.ensure_table(table)
+    partitions = hours(1, 11)[:250]
+    catalog.add_partitions(table, list(reversed(partitions)))
+    assert catalog.partitions(database, table.name) == partitions
+    for values in (partitions[0], partitions[99], partitions[100], partitions[-1]):
+        assert partition_location(catalog, table, values) == table.partition_location(values)
+    catalog.add_partitions(table, partitions)  # a rerun after a crash: all exist
+    assert catalog.partitions(database, table.name) == partitions
+
+
+def test_existing_partitions_are_kept_and_new_ones_added(
+    catalog: Catalog, database: str, tmp_path: Path
+) -> None:
+    table = spec(database, tmp_path)
+    catalog.ensure_table(table)
+    catalog.add_partitions(table, hours(1, 1)[:6])
+    catalog.add_partitions(table, hours(1, 1)[6:8])  # one day: the listing is narrowed to it
+    # the same table, its files elsewhere now: existing partitions keep their location
+    moved = TableSpec(database, table.name, table.columns, table.partition_keys, str(tmp_path / "moved"))
+    mixed = hours(1, 1)[4:10] + hours(2, 1)[:3]
+    catalog.add_partitions(moved, mixed)
+    assert catalog.partitions(database, table.name) == hours(1, 1)[:10] + hours(2, 1)[:3]
+    for values in hours(1, 1)[:8]:
+        assert partition_location(catalog, table, values) == table.partition_location(values)
+    for values in hours(1, 1)[8:10] + hours(2, 1)[:3]:
+        assert partition_location(catalog, table, values) == moved.partition_location(values)
 
 
 def test_drop_table_and_database_keep_the_files(catalog: Catalog, database: str, tmp_path: Path) -> None:

@@ -98,12 +98,44 @@ def test_partitions_are_created_100_per_call_with_their_locations(
     partitions = [(f"2026-11-{day:02d}", f"{hour:02d}") for day in range(1, 12) for hour in range(24)][:250]
     glue.add_partitions(spec, partitions)
     assert calls["BatchCreatePartition"] == 3
-    glue.add_partitions(spec, partitions[:10])  # all exist: one call, no error
+    assert calls["BatchGetPartition"] == 1
+    glue.add_partitions(spec, partitions[:10])  # all exist: looked up, nothing created
+    assert calls["BatchCreatePartition"] == 3
+    assert calls["BatchGetPartition"] == 2
     assert glue.partitions(database, "track_signed_up") == sorted(partitions)
     found = glue.client.get_partition(
         DatabaseName=database, TableName="track_signed_up", PartitionValues=["2026-11-01", "07"]
     )["Partition"]
     assert found["StorageDescriptor"]["Location"] == f"{spec.location}/day=2026-11-01/hr=07"
+
+
+@pytest.mark.integration
+def test_only_missing_partitions_are_created_1000_looked_up_per_call(
+    glue: GlueCatalog, database: str, calls: Counter[str], tmp_path: Path
+) -> None:
+    spec = TableSpec(database, "page", COLUMNS, ("day", "hr"), str(tmp_path / "page"))
+    glue.ensure_table(spec)
+    days = [f"2026-{month:02d}-{day:02d}" for month in (1, 2) for day in range(1, 29)]
+    partitions = [(day, f"{hour:02d}") for day in days for hour in range(24)][:1100]
+    glue.add_partitions(spec, partitions[:150])
+    calls.clear()
+    glue.add_partitions(spec, partitions)  # 150 exist, 950 to create
+    assert calls["BatchGetPartition"] == 2
+    assert calls["BatchCreatePartition"] == 10
+    assert glue.partitions(database, "page") == sorted(partitions)
+
+
+def test_without_batch_get_partition_permission_every_partition_is_created() -> None:
+    """A policy that allows BatchCreatePartition but not BatchGetPartition (the README's before
+    the look-up): Glue is asked once, then partitions are created as before, existing ones kept."""
+    glue, stubber = _stubbed("batch_get_partition", "AccessDeniedException")
+    spec = TableSpec("db", "page", COLUMNS, ("day", "hr"), "s3://bucket/lake/page")
+    exists = {"PartitionValues": ["2026-11-22", "07"], "ErrorDetail": {"ErrorCode": "AlreadyExistsException"}}
+    stubber.add_response("batch_create_partition", {"Errors": [exists]})
+    stubber.add_response("batch_create_partition", {})
+    glue.add_partitions(spec, [("2026-11-22", "07"), ("2026-11-22", "08")])
+    glue.add_partitions(spec, [("2026-11-22", "09")])  # no second BatchGetPartition
+    stubber.assert_no_pending_responses()
 
 
 @pytest.mark.integration

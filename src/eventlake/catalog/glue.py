@@ -1,8 +1,9 @@
 """The AWS Glue Data Catalog, through boto3 (``pip install 'eventlake[glue]'``).
 
 Tables are registered as Athena / EMR / Glue crawlers register Parquet tables (Hive Parquet
-SerDe, ``EXTERNAL_TABLE``, string partition keys); partitions are created 100 per
-BatchCreatePartition call, existing ones are left alone; a column append reads the table and
+SerDe, ``EXTERNAL_TABLE``, string partition keys); partitions are looked up 1,000 per
+BatchGetPartition call and only the missing ones created, 100 per BatchCreatePartition call (one
+that exists by then is left alone); a column append reads the table and
 calls UpdateTable only when columns are really missing (Glue keeps at most 100,000 versions of a
 table, one per update), with the version it read, so concurrent writers never lose a column.
 
@@ -22,6 +23,7 @@ from eventlake.config import CatalogSettings
 from eventlake.errors import ConfigError, DependencyError, EventLakeError, PermissionsError
 
 PARTITION_BATCH = 100  # BatchCreatePartition's limit
+PARTITION_GET_BATCH = 1000  # BatchGetPartition's limit
 UPDATE_ATTEMPTS = 5
 # TableInput accepts these fields of a GetTable answer
 TABLE_INPUT_FIELDS = (
@@ -70,6 +72,8 @@ class GlueCatalog(Catalog):
     def __init__(self, client: Any, catalog_id: str = "") -> None:
         self.client = client
         self.catalog_id = catalog_id
+        # a policy without glue:BatchGetPartition (the README's before it was needed): create all
+        self.batch_get_refused = False
 
     @classmethod
     def from_settings(cls, catalog: CatalogSettings) -> GlueCatalog:
@@ -228,8 +232,10 @@ class GlueCatalog(Catalog):
 
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         unique = sorted(set(partitions))
-        for start in range(0, len(unique), PARTITION_BATCH):
-            batch = unique[start : start + PARTITION_BATCH]
+        registered = self._registered(spec, unique)
+        new = [values for values in unique if values not in registered]
+        for start in range(0, len(new), PARTITION_BATCH):
+            batch = new[start : start + PARTITION_BATCH]
             answer = self._call(
                 "batch_create_partition",
                 f"adding partitions to {spec.qualified}",
@@ -256,6 +262,30 @@ class GlueCatalog(Catalog):
                     f"Glue failed adding {len(failed)} partitions to {spec.qualified}, e.g. "
                     f"{first['PartitionValues']}: {first['ErrorDetail'].get('ErrorMessage', '')}"
                 )
+
+    def _registered(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> set[tuple[str, ...]]:
+        """Which of ``partitions`` the table has (BatchGetPartition). Keys Glue left unprocessed
+        count as missing, and so do all when the credentials may not call BatchGetPartition
+        (asked once): creating an existing partition again is harmless."""
+        found: set[tuple[str, ...]] = set()
+        for start in range(0, len(partitions), PARTITION_GET_BATCH):
+            if self.batch_get_refused:
+                return set()
+            try:
+                answer = self._call(
+                    "batch_get_partition",
+                    f"reading partitions of {spec.qualified}",
+                    DatabaseName=spec.database,
+                    TableName=spec.name,
+                    PartitionsToGet=[
+                        {"Values": list(values)} for values in partitions[start : start + PARTITION_GET_BATCH]
+                    ],
+                )
+            except PermissionsError:
+                self.batch_get_refused = True
+                return set()
+            found.update(tuple(p["Values"]) for p in answer.get("Partitions", []))
+        return found
 
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
         found = self._pages(

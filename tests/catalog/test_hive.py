@@ -1,0 +1,132 @@
+"""The Hive catalog's partition registration on the test session's embedded metastore: statements
+of at most ``PARTITION_BATCH`` partitions, none for partitions the table already has."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql.utils import AnalysisException
+
+from eventlake.catalog import TableSpec
+from eventlake.catalog import hive as hive_module
+from eventlake.catalog.hive import HiveCatalog, _shared_prefix
+
+COLUMNS = (("message_id", "string"), ("received_at", "timestamp"))
+_numbers = itertools.count(1)
+
+
+class Statements:
+    """The session, counting the ALTER TABLE ... ADD statements run through it."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.adds: list[str] = []
+
+    def sql(self, statement: str) -> Any:
+        if statement.startswith("ALTER TABLE") and " ADD IF NOT EXISTS " in statement:
+            self.adds.append(statement)
+        return self.spark.sql(statement)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.spark, name)
+
+
+@pytest.fixture
+def statements(spark: Any) -> Statements:
+    return Statements(spark)
+
+
+@pytest.fixture
+def hive(statements: Statements) -> HiveCatalog:
+    return HiveCatalog(statements)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    monkeypatch.setattr(hive_module, "PARTITION_BATCH", 7)
+    yield 7
+
+
+def table(tmp_path: Path) -> TableSpec:
+    return TableSpec(f"hive_{next(_numbers)}", "page", COLUMNS, ("day", "hr"), str(tmp_path / "page"))
+
+
+def hours(day: int, count: int = 24) -> list[tuple[str, str]]:
+    return [(f"2026-11-{day:02d}", f"{hour:02d}") for hour in range(count)]
+
+
+@pytest.mark.spark
+def test_partitions_are_added_in_statements_of_at_most_a_batch(
+    hive: HiveCatalog, statements: Statements, small_batches: int, tmp_path: Path
+) -> None:
+    spec = table(tmp_path)
+    hive.ensure_table(spec)
+    partitions = hours(1) + hours(2) + hours(3)[:2]  # 50: 7 statements of 7 and one of 1
+    hive.add_partitions(spec, partitions)
+    assert len(statements.adds) == 8
+    assert hive.partitions(spec.database, spec.name) == partitions
+
+
+@pytest.mark.spark
+def test_existing_partitions_cost_no_statement(
+    hive: HiveCatalog, statements: Statements, small_batches: int, tmp_path: Path
+) -> None:
+    spec = table(tmp_path)
+    hive.ensure_table(spec)
+    hive.add_partitions(spec, hours(1) + hours(2))
+    statements.adds.clear()
+    hive.add_partitions(spec, hours(1) + hours(2))  # a rerun after a crash
+    hive.add_partitions(spec, hours(2)[5:9])  # within one day
+    assert statements.adds == []
+    hive.add_partitions(spec, hours(1)[20:] + hours(2) + hours(3)[:3])  # 3 new among 31
+    assert len(statements.adds) == 1
+    assert statements.adds[0].count("PARTITION (") == 3
+    assert hive.partitions(spec.database, spec.name) == hours(1) + hours(2) + hours(3)[:3]
+
+
+@pytest.mark.spark
+def test_partition_values_that_need_escaping(
+    hive: HiveCatalog, statements: Statements, tmp_path: Path
+) -> None:
+    """Hive escapes names (``a%2Fb``): the listing is read back to the values, so a rerun adds nothing."""
+    spec = TableSpec(
+        f"hive_{next(_numbers)}",
+        "sync_reports",
+        (("status", "string"),),
+        ("source_id", "day"),
+        str(tmp_path / "reports"),
+        format="json",
+        partition_path="day={day}/source={source_id}",
+    )
+    hive.ensure_table(spec)
+    partitions = [("src:1=a/b%", "2026-11-22"), ("src 2", "2026-11-22"), ("src 2", "2026-11-23")]
+    hive.add_partitions(spec, partitions)
+    hive.add_partitions(spec, partitions)
+    hive.add_partitions(spec, partitions[:1])
+    assert len(statements.adds) == 1
+    assert hive.partitions(spec.database, spec.name) == sorted(partitions)
+
+
+@pytest.mark.spark
+def test_a_missing_table_is_an_error_as_before(hive: HiveCatalog, tmp_path: Path) -> None:
+    spec = table(tmp_path)
+    hive.ensure_database(spec.database)
+    with pytest.raises(AnalysisException):
+        hive.add_partitions(spec, hours(1)[:2])
+    hive.add_partitions(spec, [])  # nothing to add: nothing asked of the metastore
+
+
+def test_the_listing_is_narrowed_to_the_values_all_partitions_share() -> None:
+    keys = ("year", "month", "day", "hr")
+    assert _shared_prefix(keys, [("2026", "11", "22", "07"), ("2026", "11", "22", "08")]) == {
+        "year": "2026",
+        "month": "11",
+        "day": "22",
+    }
+    assert _shared_prefix(keys, [("2026", "11", "22", "07"), ("2026", "12", "01", "00")]) == {"year": "2026"}
+    assert _shared_prefix(("day", "hr"), [("2026-11-22", "07"), ("2026-11-23", "07")]) == {}
+    assert _shared_prefix(("day", "hr"), [("2026-11-22", "07")]) == {"day": "2026-11-22", "hr": "07"}
