@@ -111,3 +111,20 @@ def test_write_partition_writes_one_file_per_table_partition(tmp_path) -> None:
         ("m2", "traits_age", "old")
     ]
     assert pq.read_table(stage.staged(records[2])).column("message_id").to_pylist() == ["m1", "m2", "m3"]
+
+
+def test_messages_name_their_shape_and_each_shape_comes_once() -> None:
+    from eventlake.sync.transform import Shapes
+
+    shapes = Shapes(task=3)
+    same = [archived({"type": "identify", "userId": f"u{i}", "messageId": f"m{i}"}) for i in range(2)]
+    other = archived({"type": "identify", "userId": "u9", "messageId": "m9", "traits": {"age": 3}})
+    results = [shapes.row(parse_line(line)) for line in [*same, other, "{nope"]]
+    names = [row[-1] for row, _ in results]
+    assert names == ["3-0", "3-0", "3-1", None]
+    new = [shape for _, shape in results if shape is not None]
+    assert [(s[0], s[-1], s[5]["traits_age"] if "traits_age" in s[5] else None) for s in new] == [
+        (None, "3-0", None),
+        (None, "3-1", "bigint"),
+    ]
+    assert all(row[5] is None for row, _ in results)  # messages carry the name, not the map

@@ -64,15 +64,15 @@ def flatten(message: Mapping[str, Any]) -> Flattened:
 
     stack: list[tuple[tuple[str, ...], str, Any]] = [
         ((key,), "", value) for key, value in reversed(_top_level_items(message))
-    ]
+    ]  # depth-first in key order, without recursion (messages may nest deeply)
     while stack:
         path, parent_column, value = stack.pop()
-        snake = snake_case(path[-1])
-        column = f"{parent_column}_{snake}" if parent_column and snake else (parent_column or snake)
-        if isinstance(value, Mapping):
+        column = _child_column(parent_column, path[-1])
+        kind = type(value)
+        if kind is dict or (kind not in _SCALARS and isinstance(value, Mapping)):
             stack.extend((path + (str(key),), column, child) for key, child in reversed(value.items()))
             continue
-        if isinstance(value, (list, tuple)):
+        if kind is list or kind is tuple:
             value = json_text(value)
         if not column or len(column) > MAX_COLUMN_NAME_LENGTH:
             column = column_name(path)
@@ -84,6 +84,23 @@ def flatten(message: Mapping[str, Any]) -> Flattened:
         candidates.append((path, value))
 
     return Flattened(values=values, collisions=_settle(values, contested))
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_CHILD_COLUMNS: dict[tuple[str, str], str] = {}  # (parent column, key) -> column: most keys repeat
+_CHILD_COLUMNS_LIMIT = 65536  # a hostile input's distinct keys cannot grow it without bound
+
+
+def _child_column(parent_column: str, key: str) -> str:
+    """The column of ``key`` under ``parent_column`` ("" at the top), before the length rule."""
+    column = _CHILD_COLUMNS.get((parent_column, key))
+    if column is None:
+        snake = snake_case(key)
+        column = f"{parent_column}_{snake}" if parent_column and snake else (parent_column or snake)
+        if len(_CHILD_COLUMNS) >= _CHILD_COLUMNS_LIMIT:
+            _CHILD_COLUMNS.clear()
+        _CHILD_COLUMNS[(parent_column, key)] = column
+    return column
 
 
 def _top_level_items(message: Mapping[str, Any]) -> list[tuple[str, Any]]:

@@ -93,6 +93,10 @@ def value_type(value: object) -> str | None:
     >>> value_type(10**40), value_type(float("nan")), value_type([1])
     ('string', 'string', 'string')
     """
+    if type(value) is str:  # the common case first (exact types: no isinstance chain)
+        if len(value) < 16 or (value[4] != "-" and not value[0].isspace()):
+            return STRING  # no date-time is shorter or lacks "YYYY-" (most strings stop here)
+        return TIMESTAMP if parse_timestamp(value) is not None else STRING
     if value is None:
         return None
     if isinstance(value, bool):
@@ -110,6 +114,8 @@ def value_type(value: object) -> str | None:
     if isinstance(value, Decimal):
         return DECIMAL if _fit_decimal(value) is not None else STRING
     if isinstance(value, str):
+        if len(value) < 16 or (value[4] != "-" and not value[0].isspace()):
+            return STRING  # no date-time is shorter or lacks "YYYY-" (most strings stop here)
         return TIMESTAMP if parse_timestamp(value) is not None else STRING
     return STRING
 

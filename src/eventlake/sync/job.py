@@ -128,7 +128,7 @@ class SourceSync:
         valid, first_received = totals.get(True, (0, None))
         invalid = totals.get(False, (0, None))[0]
         unique = dedupe(
-            self.spark, parsed.filter(F.col("ok")).drop("ok", "reason", "raw"), first_received,
+            self.spark, parsed.filter(F.col("ok")).drop("ok", "reason", "raw", "types"), first_received,
             layout.dedupe_index_dir(self.lake, self.source.id), self.source.dedupe_window_days, self.storage,
         )  # fmt: skip
         deduped = self._materialize(unique, stage, "deduped")
@@ -136,7 +136,7 @@ class SourceSync:
         self.say(f"{valid + invalid} messages, {dropped} duplicates dropped, {invalid} invalid")
         quarantine = self.source.table_prefix + QUARANTINE_TABLE
         plan = plan_tables(
-            deduped, self.catalog, self.database, self.source.table_prefix,
+            deduped, parsed, self.catalog, self.database, self.source.table_prefix,
             self.settings.sync.max_tables_per_database, quarantine, self.say,
         )  # fmt: skip
         staged = write_tables(deduped, plan.schemas, stage, self.source.date_partition, self.storage)

@@ -34,16 +34,18 @@ class Plan:
         return {segment_type: t.evolution.columns for segment_type, t in self.tables.items()}
 
 
-def observed_types(deduped: DataFrame) -> dict[str, dict[str, set[str]]]:
-    """The value types seen in the run, by segment type and column."""
+def observed_types(deduped: DataFrame, parsed: DataFrame) -> dict[str, dict[str, set[str]]]:
+    """The value types seen in the run's ``deduped`` messages, by segment type and column: each
+    message names its shape, whose types are a shape row of ``parsed`` (see :mod:`.transform`)."""
+    types = {
+        row["shape"]: row["types"]
+        for row in parsed.filter(F.col("ok").isNull()).select("shape", "types").collect()
+    }
     observed: dict[str, dict[str, set[str]]] = {}
-    for row in (
-        deduped.select("segment_type", F.explode("types").alias("column", "type"))
-        .groupBy("segment_type", "column")
-        .agg(F.collect_set("type").alias("types"))
-        .collect()
-    ):
-        observed.setdefault(row["segment_type"], {})[row["column"]] = set(row["types"])
+    for row in deduped.select("segment_type", "shape").distinct().collect():
+        columns = observed.setdefault(row["segment_type"], {})
+        for column, kind in types[row["shape"]].items():
+            columns.setdefault(column, set()).add(kind)
     return observed
 
 
@@ -56,6 +58,7 @@ def observed_collisions(deduped: DataFrame) -> dict[str, list[str]]:
 
 def plan_tables(
     deduped: DataFrame,
+    parsed: DataFrame,
     catalog: Catalog,
     database: str,
     table_prefix: str,
@@ -65,7 +68,7 @@ def plan_tables(
 ) -> Plan:
     """Each table's schema and whether it is new; new tables past ``limit`` are blocked (their
     messages go to the ``quarantine`` table)."""
-    observed = observed_types(deduped)
+    observed = observed_types(deduped, parsed)
     collisions = observed_collisions(deduped)
     present = set(catalog.list_tables(database))
     room = limit - len(present)

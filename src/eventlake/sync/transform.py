@@ -26,17 +26,21 @@ SHADOWED_PREFIX = "_"
 PARTITION_NAMES = frozenset({"year", "month", "day", "hr", "segment_type", "run_id"})
 BATCH_ROWS = 2000  # rows per Arrow batch a worker hands to Spark (keeps the heap flat)
 
+# A row is a message (``ok``: valid or not) or, with ``ok`` null, a shape: the value types of the
+# columns of the messages that name it in ``shape`` (a message carries the name, not its own map of
+# types: most messages share a handful of shapes, and a map per message costs more than parsing it).
 PARSED_SCHEMA = T.StructType(
     [
-        T.StructField("ok", T.BooleanType(), False),
+        T.StructField("ok", T.BooleanType()),
         T.StructField("message_id", T.StringType()),
         T.StructField("received_at", T.TimestampType()),
         T.StructField("segment_type", T.StringType()),
         T.StructField("payload", T.StringType()),
-        T.StructField("types", T.MapType(T.StringType(), T.StringType())),
+        T.StructField("types", T.MapType(T.StringType(), T.StringType())),  # shapes only
         T.StructField("collisions", T.ArrayType(T.StringType())),
         T.StructField("reason", T.StringType()),
         T.StructField("raw", T.StringType()),
+        T.StructField("shape", T.StringType()),
     ]
 )
 
@@ -81,18 +85,48 @@ def parse_line(line: str) -> tuple[Any, ...]:
     return (True, message["messageId"], received, kind, dumps(values), types, collisions, None, None)
 
 
+class Shapes:
+    """The shapes one worker has seen: each distinct map of column types gets a name (unique in
+    the run: the worker's partition and a number) and one shape row, the first time it is seen."""
+
+    def __init__(self, task: int) -> None:
+        self.task = task
+        self.names: dict[tuple[tuple[str, str], ...], str] = {}
+
+    def row(self, parsed: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
+        """``parse_line``'s row with its types replaced by a shape name, and the shape's own row
+        when the shape is new."""
+        types = parsed[5]
+        if types is None:
+            return (*parsed, None), None
+        key = tuple(types.items())
+        name = self.names.get(key)
+        new = None
+        if name is None:
+            name = self.names[key] = f"{self.task}-{len(self.names)}"
+            new = (None, None, None, parsed[3], None, types, None, None, None, name)
+        return (*parsed[:5], None, *parsed[6:], name), new
+
+
 def parse_files(batches: Iterable[pa.RecordBatch], *, storage: Storage) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` over a frame of archive file locations (:func:`.read.files_frame`): each
     file is read through ``storage`` by the worker and its lines come out as :data:`PARSED_ARROW`
-    rows, in batches of at most :data:`BATCH_ROWS`."""
+    rows (messages and shapes), in batches of at most :data:`BATCH_ROWS`."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    shapes = Shapes(context.partitionId() if context is not None else 0)
     for batch in batches:
         for location in batch.column(0).to_pylist():
             rows: list[tuple[Any, ...]] = []
             for line in read_archive_lines(storage, to_location(location)):
                 text = line.decode("utf-8", "replace")
                 if text.strip():
-                    rows.append(parse_line(text))
-                if len(rows) == BATCH_ROWS:
+                    row, shape = shapes.row(parse_line(text))
+                    rows.append(row)
+                    if shape is not None:
+                        rows.append(shape)
+                if len(rows) >= BATCH_ROWS:
                     yield parsed_batch(rows)
                     rows = []
             if rows:

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eventlake import layout
-from eventlake.schema import cast_value
+from eventlake.schema import BIGINT, BOOLEAN, STRING, cast_value
 from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import Storage
 from eventlake.sync.dedupe import INDEX_SCHEMA
@@ -42,6 +42,11 @@ STAGED_ARROW = pa.schema(
 STAGED_SCHEMA = "kind string, name string, rows bigint, segment_type string, partition array<string>"
 
 
+# the Python type whose values a column of each type takes unchanged (bool is not an int here: type())
+_SAME: dict[str, type] = {STRING: str, BIGINT: int, BOOLEAN: bool}
+_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
+
+
 def cast_values(
     values: Mapping[str, Any], columns: Sequence[tuple[str, str]]
 ) -> tuple[list[Any], list[tuple[str, str, str, str]]]:
@@ -53,6 +58,9 @@ def cast_values(
         value = values.get(name)
         if value is None:
             row.append(None)
+            continue
+        if type(value) is _SAME.get(kind) and (kind != BIGINT or _BIGINT_MIN <= value <= _BIGINT_MAX):
+            row.append(value)  # already of the column's type: cast_value would return it as is
             continue
         cast, reason = cast_value(value, kind)
         if reason is not None:
