@@ -11,14 +11,36 @@ Lake root (Segment-compatible layout)::
     segment-stage/<source-id>/<run-id>/                                temporary run output
 
 Local state dir: ``spool/`` (collector), ``metastore_db/`` (embedded Derby), ``metastore/`` (its
-service and tools), ``warehouse/``, ``locks/``, ``logs/``.
+service and tools), ``sql-service/`` (where the running Spark Thrift servers listen), ``warehouse/``,
+``locks/``, ``logs/``.
+
+Which files of a partition folder are data (:func:`visible_data_files`; every reader in eventlake
+applies it)::
+
+    part-<run>-00000.parquet             a sync's file: data
+    part-compact-<run>-00000.parquet     a compaction's output: data once its marker is in the folder
+    _compact-<run>.json                  that compaction's commit marker: the files it ``replaced``
+                                         are no longer data (they are deleted right after)
+    .* and _*                            never data (as for Spark, Hive and Athena)
+
+Compaction (:mod:`eventlake.sync.compact`) stages a partition's new content (its outputs and its
+marker) and then, on a local disk, swaps the staged folder with the partition folder in one
+``renameat2(RENAME_EXCHANGE)``: any reader that lists the folder (Spark through the metastore,
+Hive, DuckDB) sees the old files or the new ones. On an object store it publishes the outputs,
+then the marker (the commit point), then deletes the replaced files: eventlake's readers switch
+at the marker; a reader that does not know the rule (Athena) sees both sets until the deletes.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Collection, Iterable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import orjson
+
+from eventlake.storage.base import FileInfo, Storage
 from eventlake.storage.location import Location
 
 ARCHIVE = "segment-logs"
@@ -83,6 +105,146 @@ def table_dir(lake: Location, source_dir_name: str, segment_type: str) -> Locati
 def partition_subdir(keys: tuple[str, ...], values: tuple[str, ...]) -> str:
     """``day=2026-11-22/hr=07``."""
     return "/".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+
+
+def partition_period(keys: tuple[str, ...], values: tuple[str, ...]) -> tuple[datetime, datetime] | None:
+    """The UTC time span a partition holds (received times), or None for a layout without dates.
+
+    >>> start, end = partition_period(("day", "hr"), ("2026-11-20", "07"))
+    >>> start.isoformat(), end.isoformat()
+    ('2026-11-20T07:00:00+00:00', '2026-11-20T08:00:00+00:00')
+    >>> partition_period(("year", "month", "day"), ("2026", "11", "20"))[1].isoformat()
+    '2026-11-21T00:00:00+00:00'
+    """
+    named = dict(zip(keys, values, strict=True))
+    try:
+        if "year" in named:
+            year, month, day = int(named["year"]), int(named["month"]), int(named["day"])
+        else:
+            year, month, day = (int(part) for part in named["day"].split("-"))
+        start = datetime(year, month, day, int(named.get("hr", "0")), tzinfo=timezone.utc)
+    except (KeyError, ValueError):
+        return None
+    return start, start + (timedelta(hours=1) if "hr" in named else timedelta(days=1))
+
+
+# compaction: outputs, commit markers, and which files of a partition folder are data -------------
+
+COMPACT_RUN_PREFIX = "compact-"  # the run id of a compaction: compact-20261122T104700123Z-1a2b
+_PART_PREFIX = "part-"
+_DATA_SUFFIX = ".parquet"
+_MARKER_PREFIX = "_" + COMPACT_RUN_PREFIX
+_MARKER_SUFFIX = ".json"
+
+
+def compaction_marker_name(run_id: str) -> str:
+    """The commit marker a compaction leaves in each partition folder it rewrote.
+
+    >>> compaction_marker_name("compact-20261122T104700123Z-1a2b")
+    '_compact-20261122T104700123Z-1a2b.json'
+    """
+    return f"_{run_id}{_MARKER_SUFFIX}"
+
+
+def marker_run_id(file_name: str) -> str | None:
+    """The compaction run of a marker file name; None for any other file."""
+    if file_name.startswith(_MARKER_PREFIX) and file_name.endswith(_MARKER_SUFFIX):
+        return file_name[1 : -len(_MARKER_SUFFIX)]
+    return None
+
+
+def output_run_id(file_name: str) -> str | None:
+    """The compaction run that wrote a data file (:func:`part_file_name` of a ``compact-`` run);
+    None for a sync's file.
+
+    >>> output_run_id("part-compact-20261122T104700123Z-1a2b-00003.parquet")
+    'compact-20261122T104700123Z-1a2b'
+    >>> output_run_id("part-20261122T104700123Z-1a2b-00003.parquet") is None
+    True
+    """
+    if file_name.startswith(_PART_PREFIX + COMPACT_RUN_PREFIX) and file_name.endswith(_DATA_SUFFIX):
+        return file_name[len(_PART_PREFIX) : -len(_DATA_SUFFIX)].rsplit("-", 1)[0]
+    return None
+
+
+def is_data_file_name(file_name: str) -> bool:
+    """A Parquet file that is not hidden (``.``) or metadata (``_``), as Spark, Hive and Athena see it."""
+    return file_name.endswith(_DATA_SUFFIX) and not file_name.startswith((".", "_"))
+
+
+def marker_document(run_id: str, files: Iterable[str], replaced: Iterable[str]) -> bytes:
+    """A compaction marker's content: its outputs and the names they replace, in one folder."""
+    document = {"run_id": run_id, "files": sorted(files), "replaced": sorted(replaced)}
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2)
+
+
+def marker_replaced(data: bytes) -> list[str]:
+    """The names a marker's compaction replaced."""
+    return list(orjson.loads(data)["replaced"])
+
+
+def visible_data_files(names: Collection[str], replaced_by: Callable[[str], Iterable[str]]) -> list[str]:
+    """The data files among the file names of one partition folder, sorted: Parquet files that are
+    not hidden, less a compaction's outputs whose marker is not in the folder (not committed), less
+    the files a marker in the folder replaced (committed; about to be deleted). ``replaced_by(marker)``
+    reads a marker; it is called only when a marker could hide something (more than one marker, or
+    a data file that is not its marker's output).
+
+    >>> names = ["part-r1-00000.parquet", "part-compact-c1-00000.parquet", "_compact-c1.json"]
+    >>> visible_data_files(names[:2], lambda m: [])  # c1 not committed: only the sync's file
+    ['part-r1-00000.parquet']
+    >>> visible_data_files(names, lambda m: ["part-r1-00000.parquet"])  # committed: only c1's output
+    ['part-compact-c1-00000.parquet']
+    """
+    markers = {run: name for name in names if (run := marker_run_id(name)) is not None}
+    data = sorted(n for n in names if is_data_file_name(n))
+    visible = [n for n in data if output_run_id(n) is None or output_run_id(n) in markers]
+    if markers and (len(markers) > 1 or any(output_run_id(n) is None for n in visible)):
+        hidden = {replaced for marker in markers.values() for replaced in replaced_by(marker)}
+        visible = [n for n in visible if n not in hidden]
+    return visible
+
+
+def partition_files(storage: Storage, folder: Location, names: Collection[str]) -> list[str]:
+    """:func:`visible_data_files` of one partition folder whose files are ``names``, reading its
+    markers through ``storage``."""
+    return visible_data_files(names, lambda marker: marker_replaced(storage.read(folder / marker)))
+
+
+def partition_listing(
+    storage: Storage, location: Location, depth: int
+) -> dict[Location, dict[str, FileInfo]]:
+    """Every file (data, markers, anything else not hidden) of each partition folder of a table
+    with ``depth`` partition keys, by folder and name: one listing of the table."""
+    folders: dict[Location, dict[str, FileInfo]] = {}
+    for info in storage.list(location, "*/" * depth + "*"):
+        folders.setdefault(info.path.parent, {})[info.path.name] = info
+    return folders
+
+
+def table_data_files(storage: Storage, location: Location, depth: int) -> list[FileInfo]:
+    """Every data file of a table (``depth`` partition keys), by the rule of
+    :func:`visible_data_files`, in path order: what a reader of the table reads."""
+    found = []
+    for folder, infos in partition_listing(storage, location, depth).items():
+        found += [infos[name] for name in partition_files(storage, folder, infos)]
+    return sorted(found, key=lambda f: f.path)
+
+
+def partition_values(location: Location, folder: Location, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The values of a partition folder under a table's ``location`` (``day=2026-11-22/hr=07``), in
+    ``keys`` order; None for a folder that is not one of the table's partitions.
+
+    >>> partition_values(Path("/t"), Path("/t/day=2026-11-22/hr=07"), ("day", "hr"))
+    ('2026-11-22', '07')
+    """
+    if not keys:
+        return () if folder == location else None
+    parts = folder.relative_to(location).as_posix().split("/")
+    pairs = [part.split("=", 1) for part in parts]
+    if [pair[0] for pair in pairs] != list(keys) or any(len(pair) != 2 for pair in pairs):
+        return None
+    return tuple(pair[1] for pair in pairs)
 
 
 def quarantine_dir(lake: Location, source_id: str) -> Location:
@@ -229,6 +391,18 @@ def metastore_state_dir(state: Path) -> Path:
 def metastore_service_file(state: Path) -> Path:
     """The running project service's address: ``{"uri", "port", "pid", "owner_pid"}``."""
     return metastore_state_dir(state) / "service.json"
+
+
+def sql_service_dir(state: Path) -> Path:
+    """Where the running SQL services of the project (the engine of ``eventlake up``, ``eventlake
+    thrift``) record where they listen: one file per process, see :func:`sql_service_file`."""
+    return state / "sql-service"
+
+
+def sql_service_file(state: Path, pid: int) -> Path:
+    """The record of the HiveServer2 (Spark Thrift server) that process ``pid`` serves:
+    ``{"host", "port", "pid", "kind", "app_id", "started"}``; stale once ``pid`` is gone."""
+    return sql_service_dir(state) / f"{pid}.json"
 
 
 def metastore_client_conf_dir(state: Path) -> Path:

@@ -7,7 +7,9 @@ as strings, exactly as Spark shows the table. Timestamps are UTC. Spark's backti
 identifiers and ``SHOW TABLES IN db`` are translated (see :mod:`eventlake.query.dialect`).
 
 DuckDB reads every partition folder on disk, where Spark reads the partitions registered in the
-catalog; the two differ only while a sync is publishing. A lake on an object store is read
+catalog; the two differ only while a sync is publishing. In each folder it reads the data files by
+the lake's rule (:func:`eventlake.layout.visible_data_files`), so a compaction in progress is seen
+before or after, never both. A lake on an object store is read
 through :mod:`eventlake.storage` (an Arrow dataset on :func:`~eventlake.storage.arrow.arrow_filesystem`),
 since DuckDB's httpfs extension may not be installable: the same credentials and endpoint as the sync.
 """
@@ -20,6 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from eventlake import layout
 from eventlake.catalog.base import TableSpec
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import Settings
@@ -80,20 +83,18 @@ def view_sql(spec: TableSpec, scan: str | None) -> str:
 
 
 def table_scan(con: duckdb.DuckDBPyConnection, storage: Storage, spec: TableSpec, index: int) -> str | None:
-    """The FROM clause over a table's ``k=v/.../*.parquet`` files; None when it has none. On disk
-    DuckDB globs them itself; on an object store they are an Arrow dataset read through ``storage``."""
+    """The FROM clause over a table's ``k=v/.../*.parquet`` data files (the rule of
+    :func:`eventlake.layout.visible_data_files`: a compaction's files once committed, never with the
+    files they replace); None when it has none. On disk DuckDB reads the listed files itself; on an
+    object store they are an Arrow dataset read through ``storage``."""
     location = to_location(spec.location)
-    pattern = "*/" * len(spec.partition_keys) + "*.parquet"
-    on_disk = storage.local_path(location)
-    if on_disk is not None:
-        if not any(on_disk.glob(pattern)):
-            return None
-        glob = spec.location.rstrip("/") + "/" + pattern
-        hive = ", hive_partitioning = true, hive_types_autocast = false" if spec.partition_keys else ""
-        return f"read_parquet({literal(glob)}, union_by_name = true{hive})"
-    files = [str(f.path) for f in storage.list(location, pattern)]
+    files = [str(f.path) for f in layout.table_data_files(storage, location, len(spec.partition_keys))]
     if not files:
         return None
+    if storage.local_path(location) is not None:
+        listed = "[" + ", ".join(literal(f) for f in files) + "]"
+        hive = ", hive_partitioning = true, hive_types_autocast = false" if spec.partition_keys else ""
+        return f"read_parquet({listed}, union_by_name = true{hive})"
     keys = pa.schema([(k, pa.string()) for k in spec.partition_keys])
     dataset = ds.dataset(
         files, schema=pa.unify_schemas([arrow_schema(spec.columns), keys]), format="parquet",

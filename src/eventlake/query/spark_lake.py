@@ -16,6 +16,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from eventlake import layout
 from eventlake.catalog.base import TableSpec
 from eventlake.storage import load_storage, to_location
 
@@ -62,10 +63,11 @@ class LakeTableReader(DataSourceReader):
         self.spec, self.root, self.endpoint = spec, root, endpoint
 
     def partitions(self) -> list[InputPartition]:
-        """One per Parquet file of the table (listed on the driver)."""
+        """One per data file of the table, listed on the driver by the lake's rule
+        (:func:`eventlake.layout.visible_data_files`: a compaction is seen before or after)."""
         storage = load_storage(self.root, endpoint_url=self.endpoint)
-        pattern = "*/" * len(self.spec.partition_keys) + "*.parquet"
-        files = storage.list(to_location(self.spec.location), pattern)
+        location = to_location(self.spec.location)
+        files = layout.table_data_files(storage, location, len(self.spec.partition_keys))
         return [InputPartition(str(f.path)) for f in files] or [InputPartition("")]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -73,9 +73,39 @@ def _legacy_change(entry: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class PartitionRewrite:
+    """A partition folder whose data files a compaction replaces. ``staged`` is a folder holding the
+    new content: the new ``files`` and the commit ``marker`` (the rule is
+    :func:`eventlake.layout.visible_data_files`); ``replaced`` are the names in ``folder`` they
+    supersede (data files and older markers)."""
+
+    folder: str
+    staged: str
+    files: tuple[str, ...]
+    replaced: tuple[str, ...]
+    marker: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "folder": self.folder,
+            "staged": self.staged,
+            "files": list(self.files),
+            "replaced": list(self.replaced),
+            "marker": self.marker,
+        }
+
+    @classmethod
+    def from_dict(cls, entry: dict[str, Any]) -> PartitionRewrite:
+        return cls(
+            entry["folder"], entry["staged"], tuple(entry["files"]), tuple(entry["replaced"]), entry["marker"]
+        )
+
+
+@dataclass(frozen=True)
 class Manifest:
     """One run's commit: the archive files it covers, the staged files to publish (``(staged,
-    final)`` paths), the tables to register, its report, and the staging folder to drop."""
+    final)`` paths), the tables to register, its report, the staging folder to drop, and the
+    partitions it rewrites (a compaction's only content)."""
 
     run_id: str
     source_id: str
@@ -85,6 +115,7 @@ class Manifest:
     report_path: str
     report: tuple[dict[str, Any], ...]
     stage: str
+    rewrites: tuple[PartitionRewrite, ...] = ()
 
     def to_json(self) -> bytes:
         document = {
@@ -96,6 +127,7 @@ class Manifest:
             "report_path": self.report_path,
             "report": list(self.report),
             "stage": self.stage,
+            "rewrites": [r.to_dict() for r in self.rewrites],
         }
         return orjson.dumps(document, option=orjson.OPT_INDENT_2)
 
@@ -111,4 +143,5 @@ class Manifest:
             document["report_path"],
             tuple(document["report"]),
             document["stage"],
+            tuple(PartitionRewrite.from_dict(r) for r in document.get("rewrites", ())),
         )

@@ -20,6 +20,7 @@ VALUES = "values"  # values that did not fit their column -> quarantine/<source>
 MESSAGES = "messages"  # rejected messages -> quarantine/<source>/run_id=<run>/
 REPLACE = "replace"  # a new version of a file already in the lake (name: its path in the lake)
 KINDS = (TABLE, DEDUPE, VALUES, MESSAGES, REPLACE)
+REWRITE = "rewrite"  # a compaction's new content of a partition folder (see RunStage.rewrite_folder)
 
 
 def new_run_id(start: datetime, prefix: str = "") -> str:
@@ -82,6 +83,12 @@ class RunStage:
                 layout.quarantine_dir(self.lake, self.source_id) / layout.run_folder(self.run_id) / file.name
             )
         raise ValueError(f"unknown kind of staged file: {file.kind!r}")
+
+    def rewrite_folder(self, folder: Location) -> Location:
+        """Where a compaction stages the new content of the lake folder ``folder`` (its new files
+        and commit marker), which then takes the folder's place: ``<stage>/rewrite/<folder's path
+        under the lake>``."""
+        return self.folder(REWRITE) / layout.lake_relative(self.lake, folder)
 
     def _relative(self, file: StagedFile) -> str:
         return f"{layout.partition_subdir(self.keys, file.partition)}/{file.name}"
