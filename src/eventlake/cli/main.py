@@ -283,15 +283,43 @@ def reports(ctx: Context, source: str | None, limit: int, health: bool, fmt: str
 @pass_context
 @handle_errors
 def up(ctx: Context, host: str | None, port: int | None) -> None:
-    """Run the collector and a sync every [sync] interval_seconds, until SIGTERM or Ctrl-C.
+    """Run the collector and the engine, until SIGTERM or Ctrl-C.
+
+    The engine is one long-lived Spark session (restarted if it dies) that syncs every source every
+    [sync] interval_seconds (default 30: with the collector sealing every 5 s, a message is
+    queryable about 5 + 30 s + one sync after its 200, within a minute on the 2-core reference
+    machine) and serves SQL on Spark's Thrift server at 127.0.0.1:[query] thrift_port (default
+    10000, or the next free port): `eventlake sql --engine spark` and JDBC/ODBC tools use it
+    without starting a JVM. Stopping seals the collector's spool, stops the engine (an interrupted
+    sync is completed by the next one) and the project's metastore service.
 
     \b
     Example:
       eventlake up --port 8088
+      eventlake sql "SELECT count(*) AS n FROM web.page"   # answered by up's engine
     """
     from eventlake.scheduler import run_up
 
     run_up(ctx.settings(host=host, port=port))
+
+
+@cli.command()
+@pass_context
+@handle_errors
+def engine(ctx: Context) -> None:
+    """Run the engine of `eventlake up` alone, until SIGTERM or Ctrl-C: one Spark session that
+    syncs every [sync] interval_seconds and serves SQL on Spark's Thrift server (127.0.0.1,
+    [query] thrift_port). `up` runs it beside the collector; run it yourself only to keep the
+    collector (`eventlake serve`) and the engine as separate services.
+
+    \b
+    Example:
+      eventlake serve --port 8088 &
+      eventlake engine
+    """
+    from eventlake.scheduler import run_engine
+
+    sys.exit(run_engine(ctx.settings()))
 
 
 def main() -> None:

@@ -11,13 +11,14 @@ from eventlake.cli.main import Context, cli, handle_errors, pass_context
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0: all).")
-@click.option("--port", default=10000, show_default=True, help="HiveServer2 port.")
+@click.option("--port", type=int, help="HiveServer2 port (default [query] thrift_port, 10000).")
 @pass_context
 @handle_errors
-def thrift(ctx: Context, host: str, port: int) -> None:
+def thrift(ctx: Context, host: str, port: int | None) -> None:
     """Serve SQL over JDBC/ODBC (HiveServer2 protocol, Spark's Thrift server) on the lake's catalog,
     until SIGTERM or Ctrl-C. BI tools, beeline and dbt-spark (method: thrift) connect to
-    jdbc:hive2://HOST:PORT/default, with no authentication.
+    jdbc:hive2://HOST:PORT/default, with no authentication. `eventlake sql --engine spark` sends its
+    queries here while it runs. (`eventlake up` serves the same in its engine: no need for both.)
 
     \b
     Example:
@@ -26,4 +27,5 @@ def thrift(ctx: Context, host: str, port: int) -> None:
     """
     from eventlake.jvm.thriftserver import run_thrift_server
 
-    sys.exit(run_thrift_server(ctx.settings(), host, port))
+    settings = ctx.settings()
+    sys.exit(run_thrift_server(settings, host, port or settings.query.thrift_port))

@@ -16,7 +16,9 @@ from eventlake.config.settings import (
     FILL_IP_MODES,
     CatalogSettings,
     CollectorSettings,
+    CompactSettings,
     LakeSettings,
+    QuerySettings,
     Secret,
     Settings,
     SourceSettings,
@@ -52,6 +54,8 @@ _SIMPLE_SECTIONS = {
     "spark": SparkSettings,
     "collector": CollectorSettings,
     "sync": SyncSettings,
+    "query": QuerySettings,
+    "compact": CompactSettings,
 }
 
 
@@ -132,6 +136,16 @@ def _validate_sections(sections: dict[str, Any]) -> None:
         raise ConfigError("sync.interval_seconds", f"{sync.interval_seconds} is below 1 second")
     if sync.max_tables_per_database < 1:
         raise ConfigError("sync.max_tables_per_database", f"{sync.max_tables_per_database}", "use >= 1")
+    query = sections["query"]
+    if not 0 < query.thrift_port < 65536:
+        raise ConfigError("query.thrift_port", f"{query.thrift_port} is not a TCP port", "use 1-65535")
+    compact = sections["compact"]
+    if compact.target_file_mb < 1:
+        raise ConfigError("compact.target_file_mb", f"{compact.target_file_mb}", "use >= 1 (MB)")
+    if compact.older_than_hours < 0:
+        raise ConfigError("compact.older_than_hours", f"{compact.older_than_hours}", "use >= 0")
+    if compact.interval_seconds < 0:
+        raise ConfigError("compact.interval_seconds", f"{compact.interval_seconds}", "use >= 0 (0: never)")
 
 
 def _validate_catalog(catalog: CatalogSettings) -> None:

@@ -84,11 +84,29 @@ class CollectorSettings:
 
 @dataclass(frozen=True)
 class SyncSettings:
-    interval_seconds: float = 900.0  # how often `eventlake up` runs a sync
+    # how often `eventlake up`'s engine starts a sync (start to start; back to back when one takes
+    # longer): with the collector's 5 s seal, a message is queryable within about seal + interval +
+    # one sync's duration (see the README's Configuration)
+    interval_seconds: float = 30.0
     max_tables_per_database: int = 200_000  # Glue's limit; past it new tables are not created
     # a lake on an object store: how long a sync's lease on its source lasts unless renewed (a killed
     # sync on another machine blocks the next one at most this long)
     lease_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class CompactSettings:
+    target_file_mb: int = 128  # compaction packs a partition's smaller files into files of about this size
+    # a partition is compacted once the hour (or day) it holds ended at least this long ago
+    older_than_hours: float = 1.0
+    interval_seconds: float = 3600.0  # how often `eventlake up` compacts (0: never)
+
+
+@dataclass(frozen=True)
+class QuerySettings:
+    # the HiveServer2 port of `eventlake up`'s engine (the first free one above it when taken), and
+    # `eventlake thrift`'s default --port
+    thrift_port: int = 10000
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,8 @@ class Settings:
     spark: SparkSettings = field(default_factory=SparkSettings)
     collector: CollectorSettings = field(default_factory=CollectorSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
+    query: QuerySettings = field(default_factory=QuerySettings)
+    compact: CompactSettings = field(default_factory=CompactSettings)
     sources: tuple[SourceSettings, ...] = ()
 
     def source(self, slug: str) -> SourceSettings:

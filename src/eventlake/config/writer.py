@@ -39,7 +39,10 @@ seal_max_bytes = 67108864      # seal a spool file into the archive at 64 MB ...
 seal_max_age_seconds = 5.0     # ... or 5 s after its first message
 
 [sync]
-interval_seconds = 900         # `eventlake up` runs a sync this often
+interval_seconds = 30          # `eventlake up`'s engine starts a sync this often
+
+[query]
+thrift_port = 10000            # `eventlake up` serves SQL (HiveServer2) here, or on the next free port
 
 # Sources are added with `eventlake sources add SLUG`.
 """

@@ -14,12 +14,14 @@ SKIPPED = "Skipped: already running"
 
 
 def run_sync(
-    settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, say: Say = say
-) -> list[SyncResult]:
+    settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, catalog=None,
+    say: Say = say,
+) -> list[SyncResult]:  # fmt: skip
     """Sync the given sources (default: all) once; a failed source does not stop the others.
 
     ``spark`` is an existing SparkSession (tests, long-lived services); otherwise one is built
-    from the settings and stopped at the end.
+    from the settings and stopped at the end. ``catalog`` is an existing catalog on that session
+    (a long-lived service keeps one); otherwise one is loaded for the run.
     """
     from eventlake.catalog import load_catalog
     from eventlake.jvm.session import owned_session
@@ -31,7 +33,8 @@ def run_sync(
     storage = settings.lake.storage()
     results: list[SyncResult] = []
     with owned_session(settings, "eventlake-sync", spark, say) as spark:
-        catalog = load_catalog(settings, spark)
+        if catalog is None:
+            catalog = load_catalog(settings, spark)
         for source in sources:
             try:
                 lease_seconds = settings.sync.lease_seconds

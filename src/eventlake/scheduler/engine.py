@@ -1,0 +1,204 @@
+"""The engine of ``eventlake up`` (``eventlake engine``): one long-lived process holding one Spark
+session and one catalog connection for its whole life.
+
+- It syncs every source every ``[sync] interval_seconds`` (start to start; back to back when a
+  sync takes longer) through :func:`eventlake.sync.run_sync`, the entry point of ``eventlake
+  sync``: the same locks, the same exactly-once commit, the same reports. It only saves the 5-10 s
+  of JVM and metastore client start that a sync process pays.
+- It compacts every ``[compact] interval_seconds`` (after a sync; 0: never) through
+  :func:`eventlake.sync.compact.compact_sources`, the entry point of ``eventlake compact``.
+- It serves SQL: Spark's Thrift server (HiveServer2) inside the same session, on 127.0.0.1 and
+  ``[query] thrift_port`` (or the first free port above it), recorded in
+  ``state_dir/sql-service/<pid>.json`` so that ``eventlake sql --engine spark`` sends its queries
+  here instead of starting a JVM. Syncs run in the ``sync`` pool of Spark's FAIR scheduler, so a
+  query shares the cores with a running sync instead of queueing behind it.
+
+With ``catalog.kind = "glue"`` it only syncs: Spark here cannot read Glue, and the in-memory tables
+``eventlake sql`` registers for such a lake are Python data sources that a Thrift server's
+per-connection sessions cannot see (see :mod:`eventlake.query.engine`); ``eventlake sql`` starts
+its own session there.
+
+SIGTERM or SIGINT while idle: it stops the Thrift server and the session and exits 0. During a
+sync (or while starting): the sync is unwound at once (:class:`EngineStopped`; locks are released,
+nothing half-written is published) and the next run completes what it had committed to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from eventlake import progress
+from eventlake.config import Settings
+from eventlake.progress import Say
+
+ENGINE_APP_NAME = "eventlake-engine"
+SYNC_POOL = "sync"
+THRIFT_HOST = "127.0.0.1"
+# Spark settings of the engine's session (before [spark.conf], which wins)
+ENGINE_CONF = (
+    # jobs of different pools share the cores: a query (default pool) runs beside a sync (SYNC_POOL)
+    ("spark.scheduler.mode", "FAIR"),
+)
+
+
+class EngineStopped(BaseException):
+    """SIGTERM or SIGINT while the engine works: unwinds the sync (not an ``Exception``, so that
+    nothing on the way reports it as the sync's failure)."""
+
+
+@dataclasses.dataclass
+class _State:
+    busy: bool = True  # starting or syncing: a signal unwinds; idle: a signal ends the wait
+    stop: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+
+def engine_settings(settings: Settings) -> Settings:
+    """``settings`` with the engine's Spark settings (:data:`ENGINE_CONF`, and the serving ones of
+    :mod:`eventlake.jvm.thriftserver`) under the user's ``[spark.conf]``."""
+    from eventlake.jvm.thriftserver import serving_settings
+
+    settings = serving_settings(settings)
+    spark = dataclasses.replace(settings.spark, conf=(*ENGINE_CONF, *settings.spark.conf))
+    return dataclasses.replace(settings, spark=spark)
+
+
+def run_engine(settings: Settings, say: Say = progress.say, max_syncs: int | None = None) -> int:
+    """Sync every ``[sync] interval_seconds`` and serve SQL until SIGTERM or SIGINT (or ``max_syncs``
+    runs); the exit code: 0 when stopped, 1 when the session died (``up`` then starts a new engine).
+    Blocking; call it from the main thread."""
+    state = _State()
+    engine_say: Say = lambda line: say(f"engine: {line}")  # noqa: E731
+
+    def _on_signal(signum: int, frame: object) -> None:
+        state.stop.set()
+        if state.busy:
+            state.busy = False  # once: the unwinding must not be interrupted again
+            raise EngineStopped()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    spark = server = None
+    try:
+        spark, catalog, server = _start(engine_settings(settings), engine_say)
+        syncs = 0
+        compacted = time.monotonic()  # the first compaction one interval after the start
+        while not state.stop.is_set():
+            started = time.monotonic()
+            if not _sync_once(settings, spark, catalog, say, engine_say):
+                engine_say("the Spark session is gone; exiting (up starts a new engine)")
+                return 1
+            syncs += 1
+            every = settings.compact.interval_seconds
+            if every > 0 and time.monotonic() - compacted >= every:
+                _compact_once(settings, spark, catalog, say, engine_say)
+                compacted = time.monotonic()
+            if max_syncs is not None and syncs >= max_syncs:
+                break
+            state.busy = False
+            if state.stop.wait(max(0.0, settings.sync.interval_seconds - (time.monotonic() - started))):
+                break
+            state.busy = True
+        return 0
+    except EngineStopped:
+        engine_say("stopping (an interrupted sync is completed by the next one)")
+        return 0
+    finally:
+        state.busy = False
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _shutdown(settings, spark, server, engine_say)
+
+
+def _start(settings: Settings, say: Say) -> tuple[Any, Any, Any]:
+    """The session, its catalog and (on a Hive catalog) the Thrift server in it, recorded."""
+    from eventlake.catalog import load_catalog
+    from eventlake.jvm.session import spark_session
+    from eventlake.jvm.thriftserver import start_in_session, write_sql_service
+
+    say(f"starting Spark (pid {os.getpid()}) ...")
+    spark = spark_session(settings, ENGINE_APP_NAME, say)
+    catalog = load_catalog(settings, spark)
+    app_id = spark.sparkContext.applicationId
+    if settings.catalog.kind != "hive":
+        say(f"ready, Spark application {app_id}; no SQL service on a {settings.catalog.kind} catalog")
+        return spark, catalog, None
+    _quiet_thrift_logs(spark)
+    server = start_in_session(spark, THRIFT_HOST, settings.query.thrift_port, say)
+    write_sql_service(settings.lake.state_dir, server.host, server.port, os.getpid(), "engine", app_id)
+    say(
+        f"ready, Spark application {app_id}; SQL at jdbc:hive2://{server.host}:{server.port}/default, "
+        f"a sync every {settings.sync.interval_seconds:g} s"
+    )
+    return spark, catalog, server
+
+
+def _quiet_thrift_logs(spark: Any) -> None:
+    """A failed query is the client's error (it gets the message): not a stack trace in up's log."""
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.OFF
+    configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+    for logger in ("org.apache.spark.sql.hive.thriftserver", "org.apache.hive.service"):
+        configurator.setLevel(logger, level)
+
+
+def _sync_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say) -> bool:
+    """One sync of every source, in the session; False when the session is gone."""
+    from eventlake.sync import run_sync
+
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", SYNC_POOL)
+    try:
+        results = run_sync(settings, spark=spark, catalog=catalog, say=say)
+    except Exception as exc:  # e.g. no sources configured; each source's own failure is a result
+        engine_say(f"sync failed: {type(exc).__name__}: {exc}")
+        return _alive(spark)
+    for result in results:
+        if result.status == "Nothing to do":
+            continue
+        engine_say(
+            f"{result.source}: {result.status}, {result.rows} rows in {len(result.tables)} tables, "
+            f"{result.duplicates_dropped} duplicates dropped, {result.duration_seconds:.1f} s"
+            + (f" ({result.error})" if result.error else "")
+        )
+    return all(r.status != "Failed" for r in results) or _alive(spark)
+
+
+def _compact_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say) -> None:
+    """Compact every source's closed partitions (``[compact]``), skipping a source being synced
+    elsewhere; a failure is said, and the next interval tries again."""
+    from eventlake.sync.compact import compact_sources
+
+    try:
+        results = compact_sources(settings, catalog=catalog, spark=spark, wait=False, say=say)
+    except Exception as exc:
+        engine_say(f"compaction failed: {type(exc).__name__}: {exc}")
+        return
+    for result in results:
+        if result.tables or result.error:
+            engine_say(
+                f"{result.source}: compaction {result.status}, {result.partitions} partitions"
+                + (f" ({result.error})" if result.error else "")
+            )
+
+
+def _alive(spark: Any) -> bool:
+    try:
+        return not spark.sparkContext._jsc.sc().isStopped()
+    except Exception:  # the JVM is gone
+        return False
+
+
+def _shutdown(settings: Settings, spark: Any, server: Any, say: Say) -> None:
+    from eventlake.jvm.thriftserver import remove_sql_service
+
+    remove_sql_service(settings.lake.state_dir, os.getpid())
+    if server is not None:
+        server.stop()
+    if spark is not None:
+        try:
+            spark.stop()
+        except Exception as exc:  # the JVM is gone already
+            say(f"stopping Spark: {type(exc).__name__}")

@@ -1,0 +1,93 @@
+"""`eventlake up`'s engine: one Spark session that syncs every interval, compacts the small files its
+micro-batches leave, and answers `eventlake sql --engine spark` without a JVM of the query's own."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import signal
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import orjson
+import pytest
+
+from eventlake import layout
+from eventlake.config import load_settings
+from eventlake.spec import enrich
+from eventlake.storage import LocalStorage
+from eventlake.timestamps import day_start_ms, parse_timestamp
+from tests.collect.harness import EVENTLAKE, clean_environment, free_port, make_project
+from tests.scheduler.test_up import _healthy, finish, wait_for
+
+pytestmark = pytest.mark.integration
+CLOSED_HOUR = parse_timestamp("2026-11-20T07:30:00Z")  # a closed hour: compaction takes it at once
+
+
+def archive(project, name: str, message_ids: list[str], received_at: datetime) -> None:
+    """A sealed archive file of track calls, as the collector writes it."""
+    lines = [
+        orjson.dumps(
+            enrich(
+                {"type": "track", "userId": "u1", "event": "Signed Up", "messageId": m},
+                received_at=received_at,
+                source_id=project.source_id,
+            )
+        )
+        for m in message_ids
+    ]
+    path = layout.archive_file(project.lake, project.source_id, day_start_ms(received_at), name)
+    LocalStorage().write(path, gzip.compress(b"".join(line + b"\n" for line in lines)))
+
+
+def test_the_engine_syncs_micro_batches_compacts_them_and_serves_sql(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "mylake")
+    port = free_port()
+    env = clean_environment()
+    env |= {
+        "EVENTLAKE__SYNC__INTERVAL_SECONDS": "2",
+        "EVENTLAKE__COMPACT__INTERVAL_SECONDS": "1",
+        "EVENTLAKE__COMPACT__OLDER_THAN_HOURS": "0",
+        "EVENTLAKE__QUERY__THRIFT_PORT": str(free_port()),
+    }
+    archive(project, "first", ["e1", "e2"], CLOSED_HOUR)
+    log_path = tmp_path / "up.log"
+    with open(log_path, "wb") as log:
+        up = subprocess.Popen(
+            [str(EVENTLAKE), "--config", str(project.config), "up", "--port", str(port)], env=env, stderr=log
+        )
+    try:
+        wait_for(lambda: _healthy(port), "collector not healthy", up, log_path)
+        synced = "web: Success, 2 rows"
+        wait_for(lambda: synced in log_path.read_text(), "the first micro-batch not synced", up, log_path)
+        archive(project, "second", ["e3"], CLOSED_HOUR)  # a second file in the same partition
+        compacted = re.compile(r"web: compaction Success, [1-9]")
+        wait_for(lambda: compacted.search(log_path.read_text()), "never compacted", up, log_path)
+
+        settings = load_settings(project.config, environ={})
+        table = layout.table_dir(settings.lake.root, project.source_id, "track_signed_up")
+        names = [p.name for p in (table / "day=2026-11-20" / "hr=07").iterdir()]
+        assert len(layout.visible_data_files(names, lambda m: [])) == 1, names
+
+        for engine in ("spark", "duckdb"):
+            sql = "SELECT message_id FROM web.track_signed_up ORDER BY message_id"
+            out, err = finish(
+                subprocess.Popen(
+                    [str(EVENTLAKE), "--config", str(project.config), "sql", "--engine", engine,
+                     "--format", "json", sql],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                )
+            )  # fmt: skip
+            assert json.loads(out) == [{"message_id": m} for m in ("e1", "e2", "e3")], (engine, err)
+            if engine == "spark":
+                assert "through the running engine" in err, err
+        assert up.poll() is None
+    finally:
+        up.send_signal(signal.SIGTERM)
+        code = up.wait(timeout=120)
+    assert code == 0, log_path.read_text()
+    assert not list(layout.sql_service_dir(project.spool.parent).glob("*.json")), (
+        "the engine's record is gone"
+    )
