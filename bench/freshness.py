@@ -1,0 +1,814 @@
+"""Freshness: from the collector's 200 to the row being visible to ``eventlake sql``, on both engines.
+
+Creates a fresh project (``eventlake init``, ``eventlake sources add``: default settings, one
+source), starts ``eventlake up`` as a subprocess in its own process group and, from a separate load
+process, sends a steady ``--rate`` messages/s (default 2,000) for ``--duration`` seconds (default
+600) as ``POST /v1/batch`` requests of ``--batch`` realistic messages (bench/collector.py's
+generator: track/page/identify as analytics.js sends them, every messageId unique), spread over a
+few keep-alive connections on a fixed schedule (request i is due at start + i * batch / rate).
+Once a second (``--probe-every``) the last message of a request is a *probe*: a track event
+"Freshness Probe" with its own messageId, so all probes land in one small table
+(``freshness.track_freshness_probe``); the load process records the monotonic time at which each
+probe's request got its 200.
+
+Two pollers (threads, one per engine) run ``eventlake sql --engine duckdb|spark --format json
+"SELECT message_id FROM freshness.track_freshness_probe"`` every ``--poll-interval`` seconds
+(start to start; back to back when a query takes longer) and record for each probe the first query
+that returned it. After the load stops they go on for at most ``--drain`` seconds (default 300)
+until every acknowledged probe has been seen; probes never seen are reported as missing.
+
+**Freshness** of a probe on an engine = the end of the first query that returned it minus the
+probe's 200. It includes that query's own time and up to one poll interval of waiting, so it is
+what a user polling that often would see (an upper bound of the lake's own delay; the same figures
+measured to the query's start are printed too, as the lower end).
+
+**Baseline.** Benchmarks here print a ratio against a baseline measured in the same run; for
+freshness the reference is the goal of issue 10 itself: p50 <= 60 s and p99 <= 120 s with ``up``
+on default settings under 2,000 messages/s for 10 minutes. The script prints p50 / 60 s and
+p99 / 120 s per engine: at most 1.0 meets the goal.
+
+**CPU share** (cores: CPU seconds / wall seconds, averaged over the load window) from
+``/proc/<pid>/stat`` utime + stime, sampled every 0.5 s (a process that ends between two samples
+loses at most its last half second):
+
+- *collector*: the ``up`` process itself, every thread (the HTTP server, the spool; the scheduler
+  thread too; of which the event-loop thread, which holds the GIL, separately);
+- *sync*: everything ``up`` started, their descendants included (the metastore service, sync
+  processes and their JVMs), followed even after they are re-parented;
+- *queries*: the pollers' ``eventlake sql`` processes and their descendants, per engine (a query
+  that ``up``'s running engine answers is counted in its process, i.e. under sync);
+- the load generator and this script.
+
+Environment variables ``EVENTLAKE__SECTION__KEY`` are passed to ``up`` and ``sql`` (and printed): a
+run with any of them is not on default settings, so it does not measure the goal (use them for dry
+runs, e.g. ``EVENTLAKE__SYNC__INTERVAL_SECONDS=20``).
+
+    .venv/bin/python bench/freshness.py                               # 2,000 msg/s for 10 minutes
+    EVENTLAKE__SYNC__INTERVAL_SECONDS=20 .venv/bin/python bench/freshness.py --rate 200 --duration 60
+    .venv/bin/python bench/freshness.py --workdir /tmp/fresh          # keep the project there
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import math
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import Empty
+
+import orjson
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from collector import (  # noqa: E402 - bench/collector.py: the same realistic messages
+    EVENTLAKE,
+    MARKER,
+    TIME_MARKER,
+    WRITE_KEY,
+    cpu_seconds,
+    free_port,
+    realistic_message,
+)
+
+SOURCE = "freshness"
+PROBE_EVENT = "Freshness Probe"
+PROBE_TABLE = f"{SOURCE}.track_freshness_probe"
+PROBE_PREFIX = "probe-"
+PROBE_MARKER = b"%%%%%%%%"  # replaced by the probe's number, same width: Content-Length holds
+GOAL_P50, GOAL_P99 = 60.0, 120.0
+ENGINES = ("duckdb", "spark")
+TICKS = os.sysconf("SC_CLK_TCK")
+START_TIMEOUT = 180.0  # for `up` to answer /health
+QUERY_TIMEOUT = 180.0  # one `eventlake sql`
+STOP_TIMEOUT = 90.0  # for `up` to stop after SIGTERM, before SIGKILL
+LEFTOVER_GRACE = 10.0  # for what `up` started to exit after `up` itself
+
+
+# load (a separate process) --------------------------------------------------------------------
+
+
+def probe_message() -> dict[str, object]:
+    return {
+        "type": "track",
+        "event": PROBE_EVENT,
+        "messageId": PROBE_PREFIX + PROBE_MARKER.decode(),
+        "userId": "freshness-bench",
+        "timestamp": f"2026-11-22T10:47:01.{TIME_MARKER.decode()}Z",
+        "properties": {"bench": "freshness"},
+    }
+
+
+def request_template(port: int, batch: int, seed: int, probe: bool) -> bytes:
+    """A ``POST /v1/batch`` request of ``batch`` realistic messages, the last one a probe if asked."""
+    rng = random.Random(seed)
+    messages = [realistic_message(i, rng) for i in range(batch)]
+    if probe:
+        messages[-1] = probe_message()
+    body = orjson.dumps(
+        {
+            "batch": messages,
+            "sentAt": "2026-11-22T10:47:02.000Z",
+            "context": {"library": {"name": "analytics.js", "version": "next-1.84.3"}},
+        }
+    )
+    token = base64.b64encode(f"{WRITE_KEY}:".encode()).decode()
+    head = (
+        f"POST /v1/batch HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Basic {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+@dataclass
+class Schedule:
+    port: int
+    batch: int
+    period: float  # seconds between two requests (batch / rate)
+    requests: int
+    probe_every: int  # every n-th request carries a probe
+    connections: int
+    start_at: float  # time.monotonic() of the first request (CLOCK_MONOTONIC: system-wide)
+
+
+@dataclass
+class LoadResult:
+    requests: int = 0
+    sent_messages: int = 0
+    acknowledged: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    probes: dict[str, float] = field(default_factory=dict)  # probe id -> monotonic time of its 200
+    probes_failed: int = 0  # probes whose request was not answered 200
+    latencies: list[float] = field(default_factory=list)
+    max_lag: float = 0.0  # how late a request left after its due time
+    late: int = 0  # requests sent more than one period late
+    cpu_seconds: float = 0.0
+    elapsed: float = 0.0
+
+
+async def _read_status(reader: asyncio.StreamReader) -> int:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    await reader.readexactly(length)
+    return int(head[9:12])
+
+
+async def _connection(
+    k: int, plan: Schedule, plain: list[bytes], probes: list[bytes], out: LoadResult
+) -> None:
+    reader: asyncio.StreamReader | None = None
+    writer: asyncio.StreamWriter | None = None
+    for i in range(k, plan.requests, plan.connections):
+        due = plan.start_at + i * plan.period
+        delay = due - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        probe = i % plan.probe_every == 0
+        request = (probes if probe else plain)[(i // plan.connections) % len(plain)]
+        request = request.replace(MARKER, b"%012d" % i).replace(TIME_MARKER, b"%03d" % (i * 7 % 1000))
+        probe_id = ""
+        if probe:
+            number = b"%08d" % (i // plan.probe_every)
+            request = request.replace(PROBE_MARKER, number)
+            probe_id = PROBE_PREFIX + number.decode()
+        sent = time.monotonic()
+        out.max_lag = max(out.max_lag, sent - due)
+        out.late += sent - due > plan.period
+        out.requests += 1
+        out.sent_messages += plan.batch
+        try:
+            if writer is None:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", plan.port), 10)
+            assert reader is not None
+            writer.write(request)
+            status = await asyncio.wait_for(_read_status(reader), 30)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+            name = type(exc).__name__
+            out.errors[name] = out.errors.get(name, 0) + 1
+            out.probes_failed += probe
+            if writer is not None:
+                writer.close()
+            reader = writer = None
+            continue
+        answered = time.monotonic()
+        if status == 200:
+            out.acknowledged += plan.batch
+            out.latencies.append(answered - sent)
+            if probe:
+                out.probes[probe_id] = answered
+        else:
+            out.errors[str(status)] = out.errors.get(str(status), 0) + 1
+            out.probes_failed += probe
+    if writer is not None:
+        writer.close()
+
+
+def load_process(plan: Schedule, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    """Sends the schedule, then puts a :class:`LoadResult` on ``queue`` (runs in its own process)."""
+    plain = [request_template(plan.port, plan.batch, seed, probe=False) for seed in range(8)]
+    probes = [request_template(plan.port, plan.batch, seed, probe=True) for seed in range(8)]
+    out = LoadResult()
+
+    async def run() -> None:
+        await asyncio.gather(*(_connection(k, plan, plain, probes, out) for k in range(plan.connections)))
+
+    began, cpu = time.monotonic(), time.process_time()
+    asyncio.run(run())
+    out.elapsed = time.monotonic() - max(began, plan.start_at)
+    out.cpu_seconds = time.process_time() - cpu
+    queue.put(out)
+
+
+# CPU of process trees ---------------------------------------------------------------------------
+
+
+def _stat(pid: int) -> tuple[int, int, float] | None:
+    """(parent pid, start time in ticks, utime + stime in seconds) from /proc/<pid>/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / TICKS
+
+
+class CpuSampler:
+    """CPU seconds of labelled process trees, every 0.5 s.
+
+    A root is registered with a label for itself and one for its descendants; every process is
+    labelled once (by its nearest labelled ancestor) and keeps its label and its last CPU figure
+    after it is re-parented or ends, so the totals never go down. Processes are keyed by (pid,
+    start time): a reused pid is a new process. A process whose parent ends before the first sample
+    that would have seen it cannot be attributed (it is re-parented first) and is not counted.
+    """
+
+    def __init__(self, period: float = 0.5) -> None:
+        self.period = period
+        self._lock = threading.Lock()
+        self._roots: dict[int, tuple[int, str]] = {}  # pid -> (start time, label of its descendants)
+        self._procs: dict[tuple[int, int], tuple[str, float]] = {}  # (pid, start) -> (label, cpu)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def add_root(self, pid: int, label: str, descendants: str | None = None) -> None:
+        stat = _stat(pid)
+        if stat is None:
+            return
+        with self._lock:
+            self._roots[pid] = (stat[1], descendants or label)
+            self._procs[(pid, stat[1])] = (label, stat[2])
+
+    def finish(self, pid: int) -> None:
+        """Record a root's final CPU: call while it is a zombie (exited, not yet reaped)."""
+        stat = _stat(pid)
+        with self._lock:
+            if stat is not None and (pid, stat[1]) in self._procs:
+                self._procs[(pid, stat[1])] = (self._procs[(pid, stat[1])][0], stat[2])
+
+    def sample(self) -> None:
+        stats = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and (stat := _stat(int(entry))) is not None:
+                stats[int(entry)] = stat
+        with self._lock:
+            labels: dict[int, str | None] = {}
+
+            def label_of(pid: int, depth: int = 0) -> str | None:
+                if pid in labels:
+                    return labels[pid]
+                parent, start, _ = stats[pid]
+                known = self._procs.get((pid, start))
+                label = known[0] if known else None
+                if label is None and depth < 64 and parent in stats:
+                    root = self._roots.get(parent)
+                    if root is not None and root[0] == stats[parent][1]:
+                        label = root[1]
+                    elif label_of(parent, depth + 1) is not None:
+                        label = labels[parent]
+                labels[pid] = label
+                return label
+
+            for pid, (_, start, cpu) in stats.items():
+                label = label_of(pid)
+                if label is not None:  # never lower (a concurrent, older scan)
+                    previous = self._procs.get((pid, start), (label, 0.0))[1]
+                    self._procs[(pid, start)] = (label, max(cpu, previous))
+
+    def live(self, label: str) -> list[int]:
+        """Pids of live processes with ``label`` (for a last clean-up)."""
+        with self._lock:
+            keys = [key for key, (name, _) in self._procs.items() if name == label]
+        return [pid for pid, start in keys if (stat := _stat(pid)) is not None and stat[1] == start]
+
+    def totals(self) -> dict[str, float]:
+        self.sample()
+        totals: dict[str, float] = {}
+        with self._lock:
+            for label, cpu in self._procs.values():
+                totals[label] = totals.get(label, 0.0) + cpu
+        return totals
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.sample()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+# pollers ------------------------------------------------------------------------------------
+
+
+class Poller(threading.Thread):
+    """Runs the probe query on one engine every ``interval`` s; first query that saw each probe."""
+
+    def __init__(
+        self, engine: str, config: Path, env: dict[str, str], interval: float, sampler: CpuSampler
+    ) -> None:
+        super().__init__(name=f"poll-{engine}", daemon=True)
+        self.engine, self.interval, self.sampler = engine, interval, sampler
+        self.command = [
+            str(EVENTLAKE),
+            "--config",
+            str(config),
+            "sql",
+            "--engine",
+            engine,
+            "--format",
+            "json",
+            f"SELECT message_id FROM {PROBE_TABLE}",
+        ]
+        self.env, self.cwd = env, config.parent
+        self.seen: dict[str, tuple[float, float]] = {}  # probe id -> (start, end) of the first query
+        self.latencies: list[float] = []  # successful queries
+        self.failed_before_table = 0  # failures before any query succeeded (no table yet)
+        self.failed = 0  # failures after one had succeeded
+        self.last_error = ""
+        self.expected: set[str] | None = None
+        self.deadline = math.inf
+        self.stopping = threading.Event()
+
+    def expect(self, probes: set[str], deadline: float) -> None:
+        self.expected, self.deadline = probes, deadline
+
+    def done(self) -> bool:
+        if self.stopping.is_set() or time.monotonic() >= self.deadline:
+            return True
+        return self.expected is not None and self.expected <= self.seen.keys()
+
+    def run(self) -> None:
+        while not self.done():
+            began = time.monotonic()
+            ids = self.query()
+            ended = time.monotonic()
+            if ids is None:
+                if self.latencies:
+                    self.failed += 1
+                else:
+                    self.failed_before_table += 1
+            else:
+                self.latencies.append(ended - began)
+                for probe in ids:
+                    self.seen.setdefault(probe, (began, ended))
+            self.stopping.wait(max(0.0, began + self.interval - time.monotonic()))
+
+    def query(self) -> list[str] | None:
+        """The probe ids the engine returns now; None when the query failed."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            process = subprocess.Popen(
+                self.command, stdout=out, stderr=err, env=self.env, cwd=self.cwd, start_new_session=True
+            )
+            self.sampler.add_root(process.pid, f"query {self.engine}")
+            timer = threading.Timer(QUERY_TIMEOUT, _kill_group, (process.pid,))
+            timer.start()
+            try:  # wait without reaping, so its own CPU can still be read in /proc
+                os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+                self.sampler.finish(process.pid)
+            finally:
+                timer.cancel()
+                code = process.wait()
+            out.seek(0)
+            err.seek(0)
+            if code != 0:
+                lines = err.read().decode(errors="replace").strip().splitlines()
+                self.last_error = lines[-1] if lines else f"exit {code}"
+                return None
+            try:
+                rows = orjson.loads(out.read())
+            except orjson.JSONDecodeError as exc:
+                self.last_error = f"not JSON: {exc}"
+                return None
+        return [
+            str(row["message_id"]) for row in rows if str(row.get("message_id", "")).startswith(PROBE_PREFIX)
+        ]
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# the project and `up` -----------------------------------------------------------------------
+
+
+def bench_environment() -> tuple[dict[str, str], dict[str, str]]:
+    """The environment for eventlake commands (no EVENTLAKE_CONFIG), and its setting overrides."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("EVENTLAKE") or k.startswith("EVENTLAKE__")
+    }
+    return env, {k: v for k, v in env.items() if k.startswith("EVENTLAKE__")}
+
+
+def make_project(work: Path, env: dict[str, str]) -> Path:
+    for command in (
+        ["init", str(work)],
+        ["--config", str(work / "eventlake.toml"), "sources", "add", SOURCE, "--write-key", WRITE_KEY],
+    ):
+        done = subprocess.run(
+            [str(EVENTLAKE), *command], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+        if done.returncode:
+            raise SystemExit(f"eventlake {' '.join(command)} failed: {done.stderr.strip()}")
+    return work / "eventlake.toml"
+
+
+def describe_settings(config: Path, overrides: dict[str, str]) -> str:
+    """The settings that decide freshness, as the project's eventlake.toml and the environment say."""
+    raw = tomllib.loads(config.read_text())
+    parts = []
+    for section in ("sync", "collector"):
+        for key, value in raw.get(section, {}).items():
+            if section == "sync" or key.startswith("seal_"):
+                parts.append(f"{section}.{key} = {value}")
+    if not any(p.startswith("sync.") for p in parts):
+        parts.append("[sync]: none in eventlake.toml (built-in defaults)")
+    text = "settings (eventlake.toml from `eventlake init`): " + ", ".join(parts)
+    if overrides:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+        text += f"\n  environment overrides: {shown}"
+        text += "\n  ** NOT default settings: this run does not measure the goal **"
+    else:
+        text += "; no environment overrides (default settings)"
+    return text
+
+
+def start_up(config: Path, port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as handle:
+        process = subprocess.Popen(
+            [str(EVENTLAKE), "--config", str(config), "up", "--port", str(port)],
+            cwd=config.parent,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group (and session)
+        )
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"eventlake up exited ({process.returncode}):\n{tail(log)}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
+                return process
+        except OSError:
+            time.sleep(0.2)
+    stop_up(process, None)
+    raise SystemExit(f"eventlake up did not answer /health in {START_TIMEOUT:.0f} s:\n{tail(log)}")
+
+
+def stop_up(process: subprocess.Popen[bytes], sampler: CpuSampler | None) -> str:
+    """SIGTERM to ``up``; SIGKILL to its group and every process it started if it does not stop."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(STOP_TIMEOUT)
+        outcome = f"stopped (exit {process.returncode})"
+    except subprocess.TimeoutExpired:
+        _kill_group(process.pid)
+        process.wait(10)
+        outcome = f"did not stop within {STOP_TIMEOUT:.0f} s of SIGTERM: killed"
+    if sampler is not None:  # processes `up` started that outlived it (own sessions, re-parented)
+        grace = time.monotonic() + LEFTOVER_GRACE
+        while (leftovers := sampler.live("sync")) and time.monotonic() < grace:
+            time.sleep(0.5)
+        if leftovers:
+            shown = "; ".join(f"{pid} {_command_line(pid)}" for pid in leftovers)
+            outcome += (
+                f"; {len(leftovers)} of its processes were still running {LEFTOVER_GRACE:.0f} s "
+                f"after it exited, killed: {shown}"
+            )
+        for pid in leftovers:
+            _kill(pid)
+    return outcome
+
+
+def _command_line(pid: int) -> str:
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    text = " ".join(w.decode(errors="replace") for w in words if w)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def tail(log: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def sync_runs(config: Path, env: dict[str, str]) -> str:
+    """A summary of ``eventlake reports`` for the source (whatever the sync's process model)."""
+    try:
+        done = subprocess.run(
+            [str(EVENTLAKE), "--config", str(config), "reports", "--source", SOURCE, "--format", "json"],
+            env=env,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        runs = orjson.loads(done.stdout) if done.returncode == 0 else None
+    except (subprocess.TimeoutExpired, orjson.JSONDecodeError):
+        runs = None
+    if runs is None:
+        return "sync runs: `eventlake reports` failed"
+    if not runs:
+        return "sync runs (eventlake reports): none"
+    statuses: dict[str, int] = {}
+    for run in runs:
+        statuses[str(run.get("status"))] = statuses.get(str(run.get("status")), 0) + 1
+    durations = sorted(float(r.get("duration_s") or 0) for r in runs)
+    rows = sum(int(r.get("rows") or 0) for r in runs)
+    return (
+        f"sync runs (eventlake reports): {len(runs)} ({', '.join(f'{n} {s}' for s, n in statuses.items())}), "
+        f"duration p50 {statistics.median(durations):.1f} s, max {durations[-1]:.1f} s; {rows:,} rows synced"
+    )
+
+
+# figures ------------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile of a sorted list."""
+    return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
+
+
+def report(
+    args: argparse.Namespace,
+    plan: Schedule,
+    load: LoadResult,
+    pollers: list[Poller],
+    cpu: dict[str, float],
+    loop_cpu: float,
+    window: float,
+    bench_cpu: float,
+    query_cpu: dict[str, float],
+) -> None:
+    lat = sorted(load.latencies) or [math.nan]
+    errors = ", ".join(f"{k}: {v}" for k, v in sorted(load.errors.items())) or "none"
+    sent_rate = load.sent_messages / max(load.elapsed, 1e-9)
+    print(
+        f"load: {args.rate:,.0f} msg/s for {args.duration:.0f} s, batches of {plan.batch} every "
+        f"{plan.period * 1000:.0f} ms over {plan.connections} connections; "
+        f"sent {load.sent_messages:,} messages in {load.requests:,} requests ({sent_rate:,.0f}/s), "
+        f"acknowledged {load.acknowledged:,}; errors: {errors}"
+    )
+    print(
+        f"  request p50 / p99 {statistics.median(lat) * 1000:.1f} / {percentile(lat, 0.99) * 1000:.1f} ms; "
+        f"sent late: max {load.max_lag * 1000:.0f} ms, {load.late:,} requests more than one period late"
+    )
+    probes = load.probes
+    print(
+        f"probes: {len(probes):,} acknowledged (one per {plan.probe_every * plan.period:.1f} s), "
+        f"{load.probes_failed} not acknowledged; polled every {args.poll_interval:.0f} s per engine, "
+        f"for at most {args.drain:.0f} s after the load"
+    )
+    print(
+        "freshness = end of the first query that returned the probe - the probe's 200 "
+        "(in brackets: to that query's start)"
+    )
+    head = (
+        "engine",
+        "seen",
+        "missing",
+        "p50 s",
+        "p90 s",
+        "p99 s",
+        "max s",
+        "p50/60s",
+        "p99/120s",
+        "query p50",
+    )
+    print("  ".join(f"{h:>9}" for h in head))
+    for poller in pollers:
+        ends = sorted(poller.seen[p][1] - probes[p] for p in probes if p in poller.seen)
+        starts = sorted(poller.seen[p][0] - probes[p] for p in probes if p in poller.seen)
+        missing = sorted(p for p in probes if p not in poller.seen)
+        query = f"{statistics.median(poller.latencies):.2f} s" if poller.latencies else "-"
+        if ends:
+            cells = [
+                f"{percentile(ends, q):.1f} ({percentile(starts, q):.1f})" for q in (0.5, 0.9, 0.99, 1.0)
+            ]
+            ratios = [f"{percentile(ends, 0.5) / GOAL_P50:.2f}", f"{percentile(ends, 0.99) / GOAL_P99:.2f}"]
+        else:
+            cells, ratios = ["-"] * 4, ["-", "-"]
+        row = (poller.engine, f"{len(ends):,}", f"{len(missing):,}", *cells, *ratios, query)
+        print("  ".join(f"{c:>9}" for c in row))
+        failures = poller.failed + poller.failed_before_table
+        note = f"  {poller.engine}: {len(poller.latencies) + failures} queries"
+        if failures:
+            note += (
+                f", {poller.failed_before_table} failed before the first success (no probe table yet), "
+                f"{poller.failed} failed after it; last error: {poller.last_error}"
+            )
+        if missing:
+            shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+            note += f"; missing probes: {shown}"
+        print(note)
+    shares = {label: seconds / window for label, seconds in cpu.items()}
+    print(
+        f"CPU (cores, over the {window:.0f} s of load; {os.cpu_count()} CPUs): "
+        f"collector {shares.get('collector', 0):.2f} (event-loop thread {loop_cpu / window:.2f}), "
+        f"sync {shares.get('sync', 0):.2f}, "
+        + ", ".join(f"queries {e} {shares.get(f'query {e}', 0):.2f}" for e in ENGINES)
+        + f", load generator {load.cpu_seconds / window:.2f}, this script {bench_cpu / window:.2f}"
+    )
+    for poller in pollers:
+        n = len(poller.latencies) + poller.failed + poller.failed_before_table
+        if n:
+            per_query = query_cpu.get(poller.engine, 0.0) / n
+            print(f"  {poller.engine} poller: {per_query:.2f} CPU s per query (whole run, {n} queries)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rate", type=float, default=2000.0, help="messages per second (default 2000)")
+    parser.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
+    parser.add_argument("--batch", type=int, default=100, help="messages per request (default 100)")
+    parser.add_argument("--connections", type=int, default=8, help="keep-alive connections (default 8)")
+    parser.add_argument("--probe-every", type=float, default=1.0, help="seconds between probes (default 1)")
+    parser.add_argument(
+        "--poll-interval", type=float, default=5.0, help="seconds between queries (default 5)"
+    )
+    parser.add_argument(
+        "--drain",
+        type=float,
+        default=300.0,
+        help="seconds to wait for the probes after the load (default 300)",
+    )
+    parser.add_argument("--workdir", type=Path, help="create the project here and keep it")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary project")
+    args = parser.parse_args()
+    if args.rate <= 0 or args.duration <= 0 or args.batch < 1 or args.connections < 1:
+        parser.error("--rate, --duration, --batch and --connections must be positive")
+
+    env, overrides = bench_environment()
+    if args.workdir:
+        work = args.workdir.resolve()
+        if (work / "eventlake.toml").exists():
+            parser.error(f"{work} already holds a project: the benchmark needs a fresh one")
+    else:
+        work = Path(tempfile.mkdtemp(prefix="eventlake-freshness-"))
+    keep = args.keep or args.workdir is not None
+    config = make_project(work, env)
+    log = work / "up.log"
+    print(
+        f"project {work} ({'kept' if keep else 'removed at the end'}); {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    print(describe_settings(config, overrides), flush=True)
+
+    port = free_port()
+    sampler = CpuSampler()
+    up: subprocess.Popen[bytes] | None = None
+    load_proc: multiprocessing.process.BaseProcess | None = None
+    pollers: list[Poller] = []
+    try:
+        began = time.monotonic()
+        up = start_up(config, port, env, log)
+        sampler.add_root(up.pid, "collector", "sync")
+        sampler.start()
+        print(f"eventlake up answers on port {port} after {time.monotonic() - began:.1f} s", flush=True)
+
+        period = args.batch / args.rate
+        plan = Schedule(
+            port=port,
+            batch=args.batch,
+            period=period,
+            requests=max(1, round(args.duration / period)),
+            probe_every=max(1, round(args.probe_every / period)),
+            connections=args.connections,
+            start_at=time.monotonic() + 2.0,  # the load process starts and prepares its requests
+        )
+        pollers = [Poller(engine, config, env, args.poll_interval, sampler) for engine in ENGINES]
+        for poller in pollers:
+            poller.start()
+        context = multiprocessing.get_context("spawn")
+        queue = context.Queue()
+        load_proc = context.Process(target=load_process, args=(plan, queue), name="load")
+        load_proc.start()
+
+        while time.monotonic() < plan.start_at:
+            time.sleep(0.01)
+        cpu_before, loop_before = sampler.totals(), cpu_seconds(up.pid, up.pid)
+        bench_before = time.process_time()
+        load: LoadResult | None = None
+        deadline = plan.start_at + args.duration + 120
+        next_note = plan.start_at + 60
+        while load is None:
+            try:
+                load = queue.get(timeout=1.0)
+            except Empty:
+                now = time.monotonic()
+                if up.poll() is not None:
+                    raise SystemExit(
+                        f"eventlake up exited ({up.returncode}) during the load:\n{tail(log)}"
+                    ) from None
+                if load_proc.exitcode not in (None, 0) or now > deadline:
+                    raise SystemExit("the load process failed or did not finish") from None
+                if now >= next_note:
+                    next_note += 60
+                    seen = ", ".join(f"{p.engine} {len(p.seen)}" for p in pollers)
+                    print(f"  {now - plan.start_at:.0f} s: probes seen {seen}", flush=True)
+        window = time.monotonic() - plan.start_at
+        cpu_after, loop_after = sampler.totals(), cpu_seconds(up.pid, up.pid)
+        bench_cpu = time.process_time() - bench_before
+        load_proc.join(10)
+        print(
+            f"load done after {window:.0f} s; waiting at most {args.drain:.0f} s for "
+            f"{len(load.probes)} probes on both engines",
+            flush=True,
+        )
+
+        drain_until = time.monotonic() + args.drain
+        for poller in pollers:
+            poller.expect(set(load.probes), drain_until)
+        for poller in pollers:
+            poller.join(args.drain + QUERY_TIMEOUT + 30)
+        if up.poll() is not None:
+            print(f"warning: eventlake up exited ({up.returncode}) while draining:\n{tail(log)}")
+
+        cpu = {label: cpu_after.get(label, 0.0) - cpu_before.get(label, 0.0) for label in cpu_after}
+        cpu_end = sampler.totals()
+        query_cpu = {engine: cpu_end.get(f"query {engine}", 0.0) for engine in ENGINES}
+        print()
+        report(args, plan, load, pollers, cpu, loop_after - loop_before, window, bench_cpu, query_cpu)
+    finally:
+        for poller in pollers:
+            poller.stopping.set()
+        if load_proc is not None and load_proc.is_alive():
+            load_proc.kill()
+            load_proc.join(5)
+        for poller in pollers:
+            poller.join(QUERY_TIMEOUT + 10)
+        for engine in ENGINES:  # e.g. a query's JVM still exiting after its Python process
+            for pid in sampler.live(f"query {engine}"):
+                _kill(pid)
+        if up is not None:
+            print(f"eventlake up {stop_up(up, sampler)}")
+        sampler.stop()
+        if up is not None:
+            print(sync_runs(config, env))
+        if keep:
+            print(f"project kept in {work} (log: {log})")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

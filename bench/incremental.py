@@ -1,0 +1,127 @@
+"""Incremental sync benchmark: a micro-batch of new messages synced on a warm engine.
+
+Issue 10's goal 2: 2,000 new messages synced in at most 3 s on a warm session. The script builds a
+fresh project (`eventlake init`, `sources add`), syncs a base archive (``--base`` messages of
+`bench/sync.py`'s generator) once to warm up, then ``--runs`` times adds one archive file of
+``--batch`` new messages received within one hour (as a collector's micro-batch) and times:
+
+- **warm**: `eventlake.sync.run_sync` in this process, on one Spark session and one catalog kept
+  for the whole script (what `eventlake up`'s engine does);
+- **baseline**: the same kind of batch synced by `eventlake sync` as a new process (JVM start,
+  metastore client and all), what every `up` interval cost before the warm engine.
+
+Prints each run, the median of each, the ratio warm / baseline, and the ratio warm / 3 s (the goal:
+at most 1.0).
+
+    .venv/bin/python bench/incremental.py
+    .venv/bin/python bench/incremental.py --runs 3 --batch 2000 --base 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sync import EVENTLAKE, START, generate  # noqa: E402  (bench/sync.py's generator)
+
+GOAL_SECONDS = 3.0
+
+
+def project_with_source(work: Path, env: dict[str, str]) -> tuple[Path, str]:
+    project = work / "project"
+    shutil.rmtree(project, ignore_errors=True)
+    subprocess.run([EVENTLAKE, "init", str(project)], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run([EVENTLAKE, "sources", "add", "bench", "--write-key", "wk_bench"], cwd=project, check=True,
+                   env=env, stdout=subprocess.DEVNULL)  # fmt: skip
+    config = (project / "eventlake.toml").read_text()
+    return project, next(line.split('"')[1] for line in config.splitlines() if line.startswith("id ="))
+
+
+def add_batch(project: Path, source_id: str, work: Path, number: int, messages: int) -> None:
+    """One archive file of ``messages`` new messages, all received within one hour."""
+    scratch = work / f"batch-{number}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    generate(scratch, source_id, messages, files=1, seed=1000 + number)
+    received = START + timedelta(days=5, hours=number)
+    lines = []
+    for path in (scratch / "lake").rglob("*.gz"):
+        for i, line in enumerate(gzip.decompress(path.read_bytes()).splitlines()):
+            message = orjson.loads(line)
+            message["receivedAt"] = (received + timedelta(milliseconds=i)).isoformat(timespec="milliseconds")
+            lines.append(orjson.dumps(message))
+    day_ms = int(received.replace(hour=0).timestamp()) * 1000
+    target = project / "lake" / "segment-logs" / source_id / str(day_ms) / f"batch-{number:03d}.gz"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(gzip.compress(b"".join(line + b"\n" for line in lines), compresslevel=1))
+    shutil.rmtree(scratch)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--base", type=int, default=20_000, help="messages synced first, to warm up")
+    parser.add_argument("--batch", type=int, default=2_000, help="messages per incremental sync")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="eventlake-incremental-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLAKE")}
+    project, source_id = project_with_source(work, env)
+    generate(project, source_id, args.base, files=2)
+
+    from eventlake.catalog import load_catalog
+    from eventlake.config import load_settings
+    from eventlake.jvm.session import spark_session
+    from eventlake.sync import run_sync
+
+    os.chdir(project)
+    settings = load_settings(project / "eventlake.toml", environ={})
+    quiet = lambda line: None  # noqa: E731
+    started = time.monotonic()
+    spark = spark_session(settings, "eventlake-bench-incremental", quiet)
+    catalog = load_catalog(settings, spark)
+    [base] = run_sync(settings, spark=spark, catalog=catalog, say=quiet)
+    print(f"warm-up: session + base sync of {base.input_messages:,} messages in "
+          f"{time.monotonic() - started:.1f} s ({base.status})", flush=True)  # fmt: skip
+
+    warm: list[float] = []
+    for run in range(args.runs):
+        add_batch(project, source_id, work, run, args.batch)
+        started = time.monotonic()
+        [result] = run_sync(settings, spark=spark, catalog=catalog, say=quiet)
+        warm.append(time.monotonic() - started)
+        print(f"warm run {run + 1}: {result.input_messages:,} messages, {result.rows:,} rows in "
+              f"{len(result.tables)} tables: {warm[-1]:.2f} s ({result.status})", flush=True)  # fmt: skip
+    spark.stop()
+
+    cold: list[float] = []
+    for run in range(args.runs, args.runs + max(1, args.runs // 2)):
+        add_batch(project, source_id, work, run, args.batch)
+        started = time.monotonic()
+        subprocess.run([EVENTLAKE, "sync"], cwd=project, env=env, check=True, stderr=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL)  # fmt: skip
+        cold.append(time.monotonic() - started)
+        print(f"baseline run {len(cold)}: `eventlake sync` as a new process: {cold[-1]:.2f} s", flush=True)
+
+    warm_median, cold_median = statistics.median(warm), statistics.median(cold)
+    print(f"median warm {warm_median:.2f} s, baseline (new process) {cold_median:.2f} s")
+    print(f"ratio warm / baseline: {warm_median / cold_median:.2f}; warm / goal ({GOAL_SECONDS:g} s): "
+          f"{warm_median / GOAL_SECONDS:.2f} (at most 1.0 meets it)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
