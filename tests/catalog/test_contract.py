@@ -47,6 +47,7 @@ def test_create_database_and_table_then_list_and_describe(
     catalog: Catalog, database: str, tmp_path: Path
 ) -> None:
     assert catalog.list_tables(database) == []
+    assert catalog.table_schemas(database) == {}
     assert catalog.table_columns(database, "track_order_completed") is None
     catalog.ensure_database(database)
     catalog.ensure_database(database)  # idempotent
@@ -58,6 +59,10 @@ def test_create_database_and_table_then_list_and_describe(
     assert catalog.list_tables(database) == ["identify", "track_order_completed"]
     assert catalog.table_columns(database, "track_order_completed") == COLUMNS  # partition keys excluded
     assert catalog.table_columns(database, "identify") == (("message_id", "string"),)
+    assert catalog.table_schemas(database) == {  # what a sync plans against, in one call
+        "identify": (("message_id", "string"),),
+        "track_order_completed": COLUMNS,
+    }
     assert catalog.partitions(database, "identify") == []
 
 
@@ -69,13 +74,18 @@ def test_append_columns_keeps_order_and_types(catalog: Catalog, database: str, t
     )
     assert catalog.ensure_table(wider) == (("properties_coupon", "string"), ("context_active", "boolean"))
     assert catalog.ensure_table(wider) == ()  # nothing missing: nothing changes
-    catalog.add_columns(database, table.name, [("user_id", "string")])
-    assert catalog.table_columns(database, table.name) == (
+    catalog.add_columns(database, table.name, [("user_id", "string"), ("properties_quantity", "bigint")])
+    catalog.add_columns(database, table.name, [("properties_price", "double")])
+    expected = (
         *COLUMNS,
         ("properties_coupon", "string"),
         ("context_active", "boolean"),
         ("user_id", "string"),
+        ("properties_quantity", "bigint"),
+        ("properties_price", "double"),
     )
+    assert catalog.table_columns(database, table.name) == expected
+    assert catalog.table_schemas(database) == {table.name: expected}
 
 
 def test_add_partitions_idempotently(catalog: Catalog, database: str, tmp_path: Path) -> None:

@@ -107,6 +107,10 @@ class RemoteCatalog(Catalog):
     def list_tables(self, database: str) -> list[str]:
         return list(self.call("list_tables", database))
 
+    def table_schemas(self, database: str) -> dict[str, tuple[Column, ...]]:
+        found = self.call("table_schemas", database)
+        return {name: tuple(tuple(c) for c in columns) for name, columns in found.items()}
+
     def create_table(self, spec: TableSpec) -> None:
         self.call("create_table", spec)
 

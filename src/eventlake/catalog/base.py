@@ -58,6 +58,12 @@ class Catalog(ABC):
     @abstractmethod
     def list_tables(self, database: str) -> list[str]: ...
 
+    def table_schemas(self, database: str) -> dict[str, tuple[Column, ...]]:
+        """Every table of the database with its data columns (what a sync plans against); back
+        ends override it to ask the metastore once instead of once per table."""
+        schemas = {name: self.table_columns(database, name) for name in self.list_tables(database)}
+        return {name: columns for name, columns in schemas.items() if columns is not None}
+
     @abstractmethod
     def create_table(self, spec: TableSpec) -> None:
         """Create the table if it does not exist (an existing one is left as it is)."""

@@ -167,6 +167,13 @@ class GlueCatalog(Catalog):
         )
         return sorted(t["Name"] for t in tables)
 
+    def table_schemas(self, database: str) -> dict[str, tuple[Column, ...]]:
+        tables = self._pages(
+            "get_tables", "TableList", f"listing tables of {database}", DatabaseName=database
+        )
+        columns = {t["Name"]: t.get("StorageDescriptor", {}).get("Columns", []) for t in tables}
+        return {name: tuple((c["Name"], c["Type"]) for c in found) for name, found in columns.items()}
+
     def create_table(self, spec: TableSpec) -> None:
         self._call(
             "create_table",

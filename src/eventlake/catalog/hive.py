@@ -12,19 +12,25 @@ to 500 per statement (bench/partitions.py).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from urllib.parse import unquote
 
+import orjson
 from py4j.protocol import Py4JJavaError
+from pyspark.errors.exceptions.captured import convert_exception
 from pyspark.sql import SparkSession
-from pyspark.sql.utils import AnalysisException
 
 from eventlake.catalog.base import Catalog, Column, TableSpec
 from eventlake.storage import hadoop_uri
 
-# partitions registered per ALTER TABLE statement (Spark hands them to the metastore 100 per call,
-# spark.sql.addPartitionInBatch.size; fewer statements save its per-statement table look-ups)
+# partitions handed to the external catalog per call (the Hive client sends them to the metastore
+# in one add_partitions request)
 PARTITION_BATCH = 500
+
+
+# Spark's JSON names of the atomic types that differ from their SQL (catalog) names
+_JSON_TYPE_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
 
 
 def _ident(name: str) -> str:
@@ -71,10 +77,35 @@ class HiveCatalog(Catalog):
         return tuple((c.name, c.dataType) for c in columns if not c.isPartition)
 
     def list_tables(self, database: str) -> list[str]:
-        try:
-            return sorted(t.name for t in self.spark.catalog.listTables(database))
-        except AnalysisException:
+        # the external catalog's names: spark.catalog.listTables looks every table up (150 ms each)
+        external = self.spark._jsparkSession.sharedState().externalCatalog()
+        if not external.databaseExists(database):
             return []
+        names = external.listTables(database).mkString("\n")  # Hive's names hold no newline
+        return sorted(names.split("\n")) if names else []
+
+    def table_schemas(self, database: str) -> dict[str, tuple[Column, ...]]:
+        """One metastore call for every table (``getTablesByName``) instead of two per table."""
+        names = self.list_tables(database)
+        if not names:
+            return {}
+        jvm = self.spark.sparkContext._jvm
+        external = self.spark._jsparkSession.sharedState().externalCatalog()
+        found = external.getTablesByName(database, jvm.PythonUtils.toSeq(names))
+        schemas: dict[str, tuple[Column, ...]] = {}
+        tables = found.iterator()
+        while tables.hasNext():
+            table = tables.next()
+            fields = orjson.loads(table.dataSchema().json())["fields"]
+            if all(isinstance(f["type"], str) for f in fields):
+                schemas[table.identifier().table()] = tuple(
+                    (f["name"], _JSON_TYPE_NAMES.get(f["type"], f["type"])) for f in fields
+                )
+        for name in set(names) - set(schemas):  # nested types (none in a sync's tables): one by one
+            columns = self.table_columns(database, name)
+            if columns is not None:
+                schemas[name] = columns
+        return schemas
 
     def create_table(self, spec: TableSpec) -> None:
         name = f"{_ident(spec.database)}.{_ident(spec.name)}"
@@ -113,19 +144,38 @@ class HiveCatalog(Catalog):
         self.spark.catalog.refreshTable(f"{_ident(database)}.{_ident(table)}")
 
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
-        registered = self._registered(spec, partitions)
-        new = sorted(set(partitions) - registered)
-        table = f"{_ident(spec.database)}.{_ident(spec.name)}"
+        """Hands the partitions the table lacks to the session's external catalog, at most
+        :data:`PARTITION_BATCH` per call, as ``ALTER TABLE ... ADD IF NOT EXISTS PARTITION`` does,
+        without a statement to parse and analyse per table (80 ms each on Derby: most of a small
+        sync's commit)."""
+        new = sorted(set(partitions) - self._registered(spec, partitions))
+        if not new:
+            return
         for start in range(0, len(new), PARTITION_BATCH):
-            clauses = []
-            for values in new[start : start + PARTITION_BATCH]:
-                keys = ", ".join(
-                    f"{_ident(k)}={_literal(v)}" for k, v in zip(spec.partition_keys, values, strict=True)
-                )
-                location = hadoop_uri(spec.partition_location(values))
-                clauses.append(f"PARTITION ({keys}) LOCATION {_literal(location)}")
-            # IF NOT EXISTS: another writer may have added some since the listing
-            self.spark.sql(f"ALTER TABLE {table} ADD IF NOT EXISTS " + " ".join(clauses))
+            self._create_partitions(spec, new[start : start + PARTITION_BATCH])
+        self.spark.catalog.refreshTable(f"{_ident(spec.database)}.{_ident(spec.name)}")
+
+    def _create_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+        """One external catalog call (one metastore request) for ``partitions``."""
+        jvm = self.spark.sparkContext._jvm
+        catalyst = jvm.org.apache.spark.sql.catalyst.catalog
+        external = self.spark._jsparkSession.sharedState().externalCatalog()
+        try:
+            storage = external.getTable(spec.database, spec.name).storage()
+        except Py4JJavaError as exc:  # no such table: the AnalysisException the statement raised
+            raise convert_exception(exc.java_exception) from None
+        # the table's storage format with each partition's location (Scala's copy, defaults filled)
+        formats = [getattr(storage, f"copy$default${i}")() for i in range(2, 8)]
+        no_stats, empty = jvm.scala.Option.empty(), jvm.PythonUtils.toScalaMap({})
+        now = int(time.time() * 1000)
+        batch = []
+        for values in partitions:
+            location = catalyst.CatalogUtils.stringToURI(hadoop_uri(spec.partition_location(values)))
+            keys = jvm.PythonUtils.toScalaMap(dict(zip(spec.partition_keys, values, strict=True)))
+            located = storage.copy(jvm.scala.Option.apply(location), *formats)
+            batch.append(catalyst.CatalogTablePartition(keys, located, empty, now, -1, no_stats))
+        # ignoreIfExists: another writer may have added some since the listing
+        external.createPartitions(spec.database, spec.name, jvm.PythonUtils.toSeq(batch), True)
 
     def _registered(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> set[tuple[str, ...]]:
         """Which of ``partitions`` the table has: one listing of its partition names (through the

@@ -70,13 +70,13 @@ def plan_tables(
     messages go to the ``quarantine`` table)."""
     observed = observed_types(deduped, parsed)
     collisions = observed_collisions(deduped)
-    present = set(catalog.list_tables(database))
+    present = catalog.table_schemas(database)
     room = limit - len(present)
     tables: dict[str, TablePlan] = {}
     blocked: dict[str, str] = {}
     for segment_type, columns in sorted(observed.items()):
         name = table_name(segment_type, table_prefix)
-        existing = catalog.table_columns(database, name) if name in present else None
+        existing = present.get(name)
         if existing is None:
             if room <= 0:
                 blocked[segment_type] = name
