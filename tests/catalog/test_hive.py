@@ -20,17 +20,20 @@ _numbers = itertools.count(1)
 
 
 class Statements:
-    """The metastore requests of a catalog: the size of each batch of partitions it created."""
+    """The metastore requests of a catalog: ``(way, partitions)`` for each ALTER TABLE statement
+    (``"sql"``) and each external catalog call (``"api"``)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.adds: list[int] = []
-        create = HiveCatalog._create_partitions
+        self.adds: list[tuple[str, int]] = []
+        for way, method in (("sql", "_add_statement"), ("api", "_create_partitions")):
+            monkeypatch.setattr(HiveCatalog, method, self._counted(way, getattr(HiveCatalog, method)))
 
+    def _counted(self, way: str, add: Any) -> Any:
         def counted(catalog: HiveCatalog, spec: TableSpec, partitions: Any) -> None:
-            self.adds.append(len(partitions))
-            create(catalog, spec, partitions)
+            self.adds.append((way, len(partitions)))
+            add(catalog, spec, partitions)
 
-        monkeypatch.setattr(HiveCatalog, "_create_partitions", counted)
+        return counted
 
 
 @pytest.fixture
@@ -65,7 +68,7 @@ def test_partitions_are_added_in_requests_of_at_most_a_batch(
     hive.ensure_table(spec)
     partitions = hours(1) + hours(2) + hours(3)[:2]  # 50: 7 statements of 7 and one of 1
     hive.add_partitions(spec, partitions)
-    assert statements.adds == [7] * 7 + [1]
+    assert statements.adds == [("sql", 7)] * 7 + [("sql", 1)]
     assert hive.partitions(spec.database, spec.name) == partitions
 
 
@@ -81,7 +84,7 @@ def test_existing_partitions_cost_no_request(
     hive.add_partitions(spec, hours(2)[5:9])  # within one day
     assert statements.adds == []
     hive.add_partitions(spec, hours(1)[20:] + hours(2) + hours(3)[:3])  # 3 new among 31
-    assert statements.adds == [3]
+    assert statements.adds == [("api", 3)]  # a few: no statement to parse
     assert hive.partitions(spec.database, spec.name) == hours(1) + hours(2) + hours(3)[:3]
 
 
@@ -104,7 +107,7 @@ def test_partition_values_that_need_escaping(
     hive.add_partitions(spec, partitions)
     hive.add_partitions(spec, partitions)
     hive.add_partitions(spec, partitions[:1])
-    assert statements.adds == [3]
+    assert statements.adds == [("api", 3)]  # a few: no statement to parse
     assert hive.partitions(spec.database, spec.name) == sorted(partitions)
 
 

@@ -24,9 +24,10 @@ from pyspark.sql import SparkSession
 from eventlake.catalog.base import Catalog, Column, TableSpec
 from eventlake.storage import hadoop_uri
 
-# partitions handed to the external catalog per call (the Hive client sends them to the metastore
-# in one add_partitions request)
+# partitions per ALTER TABLE statement (Spark hands them to the metastore 100 per call,
+# spark.sql.addPartitionInBatch.size; fewer statements save its per-statement table look-ups)
 PARTITION_BATCH = 500
+DIRECT_MAX = 20  # up to this many new partitions of a table: through the external catalog, no statement
 
 
 # Spark's JSON names of the atomic types that differ from their SQL (catalog) names
@@ -144,19 +145,38 @@ class HiveCatalog(Catalog):
         self.spark.catalog.refreshTable(f"{_ident(database)}.{_ident(table)}")
 
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
-        """Hands the partitions the table lacks to the session's external catalog, at most
-        :data:`PARTITION_BATCH` per call, as ``ALTER TABLE ... ADD IF NOT EXISTS PARTITION`` does,
-        without a statement to parse and analyse per table (80 ms each on Derby: most of a small
-        sync's commit)."""
+        """Adds the partitions the table lacks, as ``ALTER TABLE ... ADD IF NOT EXISTS PARTITION``
+        does. A few (a micro-batch's hour) go straight to the session's external catalog: a statement
+        costs 80 ms to parse and analyse on Derby, most of a small sync's commit; more go in
+        statements of :data:`PARTITION_BATCH`, whose cost per partition (2 ms) is half the API's
+        (py4j calls to build each partition), see ``bench/partitions.py``."""
         new = sorted(set(partitions) - self._registered(spec, partitions))
         if not new:
             return
-        for start in range(0, len(new), PARTITION_BATCH):
-            self._create_partitions(spec, new[start : start + PARTITION_BATCH])
+        if len(new) > DIRECT_MAX:
+            for start in range(0, len(new), PARTITION_BATCH):
+                self._add_statement(spec, new[start : start + PARTITION_BATCH])
+            return
+        self._create_partitions(spec, new)
         self.spark.catalog.refreshTable(f"{_ident(spec.database)}.{_ident(spec.name)}")
 
+    def _add_statement(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+        """One ``ALTER TABLE ... ADD IF NOT EXISTS`` statement for ``partitions``."""
+        clauses = []
+        for values in partitions:
+            keys = ", ".join(
+                f"{_ident(k)}={_literal(v)}" for k, v in zip(spec.partition_keys, values, strict=True)
+            )
+            clauses.append(
+                f"PARTITION ({keys}) LOCATION {_literal(hadoop_uri(spec.partition_location(values)))}"
+            )
+        # IF NOT EXISTS: another writer may have added some since the listing
+        self.spark.sql(
+            f"ALTER TABLE {_ident(spec.database)}.{_ident(spec.name)} ADD IF NOT EXISTS " + " ".join(clauses)
+        )
+
     def _create_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
-        """One external catalog call (one metastore request) for ``partitions``."""
+        """``partitions`` in one external catalog call (one metastore request)."""
         jvm = self.spark.sparkContext._jvm
         catalyst = jvm.org.apache.spark.sql.catalyst.catalog
         external = self.spark._jsparkSession.sharedState().externalCatalog()
