@@ -101,6 +101,24 @@ def test_add_partitions_idempotently(catalog: Catalog, database: str, tmp_path: 
     ]
 
 
+def test_drop_partitions_keeps_the_others_and_the_files(
+    catalog: Catalog, database: str, tmp_path: Path
+) -> None:
+    table = spec(database, tmp_path)
+    catalog.ensure_table(table)
+    every = hours(20, 2)
+    catalog.add_partitions(table, every)
+    kept_file = Path(table.partition_location(every[0]))
+    kept_file.mkdir(parents=True, exist_ok=True)  # Hive made it
+    (kept_file / "part-0.parquet").write_bytes(b"x")
+    catalog.drop_partitions(table, every[:30] + [("2026-10-01", "00")])  # one that never existed
+    catalog.drop_partitions(table, every[:30])  # again: nothing left to drop
+    catalog.drop_partitions(table, [])
+    assert catalog.partitions(database, table.name) == every[30:]
+    assert (kept_file / "part-0.parquet").exists()  # an external table: the files are the caller's
+    catalog.drop_partitions(spec(database, tmp_path, "no_such_table"), every[:1])  # not an error
+
+
 def hours(first_day: int, days: int) -> list[tuple[str, str]]:
     return [
         (f"2026-11-{day:02d}", f"{hour:02d}")

@@ -123,6 +123,9 @@ class RemoteCatalog(Catalog):
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         self.call("add_partitions", spec, list(partitions))
 
+    def drop_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+        self.call("drop_partitions", spec, list(partitions))
+
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
         return [tuple(p) for p in self.call("partitions", database, table)]
 

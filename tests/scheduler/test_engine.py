@@ -8,7 +8,7 @@ import json
 import re
 import signal
 import subprocess
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -50,9 +50,12 @@ def test_the_engine_syncs_micro_batches_compacts_them_and_serves_sql(tmp_path: P
         "EVENTLAKE__SYNC__INTERVAL_SECONDS": "2",
         "EVENTLAKE__COMPACT__INTERVAL_SECONDS": "1",
         "EVENTLAKE__COMPACT__OLDER_THAN_HOURS": "0",
+        "EVENTLAKE__RETENTION__ARCHIVE_DAYS": "30",
+        "EVENTLAKE__RETENTION__TABLE_DAYS": "30",
         "EVENTLAKE__QUERY__THRIFT_PORT": str(free_port()),
     }
     archive(project, "first", ["e1", "e2"], CLOSED_HOUR)
+    archive(project, "ancient", ["e0"], CLOSED_HOUR - timedelta(days=60))  # past retention
     log_path = tmp_path / "up.log"
     with open(log_path, "wb") as log:
         up = subprocess.Popen(
@@ -60,8 +63,10 @@ def test_the_engine_syncs_micro_batches_compacts_them_and_serves_sql(tmp_path: P
         )
     try:
         wait_for(lambda: _healthy(port), "collector not healthy", up, log_path)
-        synced = "web: Success, 2 rows"
+        synced = "web: Success, 3 rows"
         wait_for(lambda: synced in log_path.read_text(), "the first micro-batch not synced", up, log_path)
+        retained = "web: retention Success, 1 archive days and 1 table partitions deleted"
+        wait_for(lambda: retained in log_path.read_text(), "retention not applied", up, log_path)
         archive(project, "second", ["e3"], CLOSED_HOUR)  # a second file in the same partition
         compacted = re.compile(r"web: compaction Success, [1-9]")
         wait_for(lambda: compacted.search(log_path.read_text()), "never compacted", up, log_path)

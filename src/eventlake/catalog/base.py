@@ -81,6 +81,10 @@ class Catalog(ABC):
         """Register partitions (values in ``spec.partition_keys`` order); existing ones are kept."""
 
     @abstractmethod
+    def drop_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+        """Unregister partitions (their files stay); missing ones are not an error."""
+
+    @abstractmethod
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
         """The table's registered partitions (values in partition key order), sorted."""
 

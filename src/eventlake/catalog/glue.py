@@ -23,6 +23,7 @@ from eventlake.config import CatalogSettings
 from eventlake.errors import ConfigError, DependencyError, EventLakeError, PermissionsError
 
 PARTITION_BATCH = 100  # BatchCreatePartition's limit
+DELETE_BATCH = 25  # BatchDeletePartition's limit
 PARTITION_GET_BATCH = 1000  # BatchGetPartition's limit
 UPDATE_ATTEMPTS = 5
 # TableInput accepts these fields of a GetTable answer
@@ -267,6 +268,29 @@ class GlueCatalog(Catalog):
                 first = failed[0]
                 raise GlueError(
                     f"Glue failed adding {len(failed)} partitions to {spec.qualified}, e.g. "
+                    f"{first['PartitionValues']}: {first['ErrorDetail'].get('ErrorMessage', '')}"
+                )
+
+    def drop_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+        ordered = sorted(set(partitions))
+        for start in range(0, len(ordered), DELETE_BATCH):
+            answer = self._call(
+                "batch_delete_partition",
+                f"dropping partitions of {spec.qualified}",
+                ignore=(self.client.exceptions.EntityNotFoundException,),
+                DatabaseName=spec.database,
+                TableName=spec.name,
+                PartitionsToDelete=[{"Values": list(v)} for v in ordered[start : start + DELETE_BATCH]],
+            )
+            failed = [
+                e
+                for e in (answer or {}).get("Errors", [])
+                if e["ErrorDetail"]["ErrorCode"] != "EntityNotFoundException"
+            ]
+            if failed:
+                first = failed[0]
+                raise GlueError(
+                    f"Glue failed dropping {len(failed)} partitions of {spec.qualified}, e.g. "
                     f"{first['PartitionValues']}: {first['ErrorDetail'].get('ErrorMessage', '')}"
                 )
 

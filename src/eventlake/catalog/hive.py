@@ -197,6 +197,22 @@ class HiveCatalog(Catalog):
         # ignoreIfExists: another writer may have added some since the listing
         external.createPartitions(spec.database, spec.name, jvm.PythonUtils.toSeq(batch), True)
 
+    def drop_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+        table = f"{_ident(spec.database)}.{_ident(spec.name)}"
+        if not partitions or not self.spark.catalog.tableExists(table):
+            return
+        ordered = sorted(set(partitions))
+        for start in range(0, len(ordered), PARTITION_BATCH):
+            clauses = ", ".join(
+                "PARTITION ("
+                + ", ".join(
+                    f"{_ident(k)}={_literal(v)}" for k, v in zip(spec.partition_keys, values, strict=True)
+                )
+                + ")"
+                for values in ordered[start : start + PARTITION_BATCH]
+            )
+            self.spark.sql(f"ALTER TABLE {table} DROP IF EXISTS {clauses}")  # an external table: files stay
+
     def _registered(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> set[tuple[str, ...]]:
         """Which of ``partitions`` the table has: one listing of its partition names (through the
         session's external catalog: no SQL to plan), only those under the leading values all of

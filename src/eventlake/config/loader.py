@@ -19,6 +19,7 @@ from eventlake.config.settings import (
     CompactSettings,
     LakeSettings,
     QuerySettings,
+    RetentionSettings,
     Secret,
     Settings,
     SourceSettings,
@@ -56,6 +57,7 @@ _SIMPLE_SECTIONS = {
     "sync": SyncSettings,
     "query": QuerySettings,
     "compact": CompactSettings,
+    "retention": RetentionSettings,
 }
 
 
@@ -146,6 +148,14 @@ def _validate_sections(sections: dict[str, Any]) -> None:
         raise ConfigError("compact.older_than_hours", f"{compact.older_than_hours}", "use >= 0")
     if compact.interval_seconds < 0:
         raise ConfigError("compact.interval_seconds", f"{compact.interval_seconds}", "use >= 0 (0: never)")
+    retention = sections["retention"]
+    for name in ("archive_days", "table_days"):
+        if getattr(retention, name) < 0:
+            raise ConfigError(
+                f"retention.{name}", f"{getattr(retention, name)}", "use >= 0 (0: keep for ever)"
+            )
+    if retention.interval_seconds < 60:
+        raise ConfigError("retention.interval_seconds", f"{retention.interval_seconds}", "use >= 60")
 
 
 def _validate_catalog(catalog: CatalogSettings) -> None:

@@ -103,6 +103,17 @@ class CompactSettings:
 
 
 @dataclass(frozen=True)
+class RetentionSettings:
+    # archive files whose received day ended more than this many days ago are deleted once synced
+    # (0: keep them for ever); a replay can only rebuild what the archive still holds
+    archive_days: int = 0
+    # table partitions whose hour (or day) ended more than this many days ago are deleted, files and
+    # catalog entries (0: keep them for ever)
+    table_days: int = 0
+    interval_seconds: float = 3600.0  # how often `eventlake up` applies them (when one is set)
+
+
+@dataclass(frozen=True)
 class QuerySettings:
     # the HiveServer2 port of `eventlake up`'s engine (the first free one above it when taken), and
     # `eventlake thrift`'s default --port
@@ -137,6 +148,7 @@ class Settings:
     sync: SyncSettings = field(default_factory=SyncSettings)
     query: QuerySettings = field(default_factory=QuerySettings)
     compact: CompactSettings = field(default_factory=CompactSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
     sources: tuple[SourceSettings, ...] = ()
 
     def source(self, slug: str) -> SourceSettings:

@@ -7,6 +7,9 @@ session and one catalog connection for its whole life.
   of JVM and metastore client start that a sync process pays.
 - It compacts every ``[compact] interval_seconds`` (after a sync; 0: never) through
   :func:`eventlake.sync.compact.compact_sources`, the entry point of ``eventlake compact``.
+- With ``[retention]`` set, it deletes old archive days and table partitions after the first sync
+  and every ``[retention] interval_seconds`` through
+  :func:`eventlake.sync.retention.apply_retention`, the entry point of ``eventlake retention``.
 - It serves SQL: Spark's Thrift server (HiveServer2) inside the same session, on 127.0.0.1 and
   ``[query] thrift_port`` (or the first free port above it), recorded in
   ``state_dir/sql-service/<pid>.json`` so that ``eventlake sql --engine spark`` sends its queries
@@ -86,6 +89,7 @@ def run_engine(settings: Settings, say: Say = progress.say, max_syncs: int | Non
         spark, catalog, server = _start(engine_settings(settings), engine_say)
         syncs = 0
         compacted = time.monotonic()  # the first compaction one interval after the start
+        retained = float("-inf")  # retention (when set) after the first sync, then every interval
         while not state.stop.is_set():
             started = time.monotonic()
             if not _sync_once(settings, spark, catalog, say, engine_say):
@@ -96,6 +100,12 @@ def run_engine(settings: Settings, say: Say = progress.say, max_syncs: int | Non
             if every > 0 and time.monotonic() - compacted >= every:
                 _compact_once(settings, spark, catalog, say, engine_say)
                 compacted = time.monotonic()
+            retention = settings.retention
+            if (retention.archive_days or retention.table_days) and (
+                time.monotonic() - retained >= retention.interval_seconds
+            ):
+                _retain_once(settings, spark, catalog, say, engine_say)
+                retained = time.monotonic()
             if max_syncs is not None and syncs >= max_syncs:
                 break
             state.busy = False
@@ -180,6 +190,26 @@ def _compact_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine
         if result.tables or result.error:
             engine_say(
                 f"{result.source}: compaction {result.status}, {result.partitions} partitions"
+                + (f" ({result.error})" if result.error else "")
+            )
+
+
+def _retain_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say) -> None:
+    """Apply ``[retention]`` to every source, skipping a source being synced elsewhere; a failure is
+    said, and the next interval tries again."""
+    from eventlake.sync.retention import apply_retention
+
+    try:
+        results = apply_retention(settings, catalog=catalog, spark=spark, wait=False, say=say)
+    except Exception as exc:
+        engine_say(f"retention failed: {type(exc).__name__}: {exc}")
+        return
+    for result in results:
+        if result.expired or result.error:
+            archive = sum(1 for e in result.expired if e.kind == "archive")
+            engine_say(
+                f"{result.source}: retention {result.status}, {archive} archive days and "
+                f"{len(result.expired) - archive} table partitions deleted"
                 + (f" ({result.error})" if result.error else "")
             )
 

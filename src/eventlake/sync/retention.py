@@ -1,0 +1,198 @@
+"""Retention: delete archive files and table partitions older than ``[retention]`` allows.
+
+- **Archive** (``retention.archive_days``): a file of ``segment-logs/<source-id>/<day-ms>/`` goes
+  once its received day ended more than ``archive_days`` ago **and** the ledger says it is in the
+  lake; an older file that is not synced yet stays (and is counted) until a sync has read it.
+- **Tables** (``retention.table_days``): a partition of a source's event tables goes once the hour
+  (or day) it holds ended more than ``table_days`` ago: first out of the catalog (Spark stops
+  reading it), then its folder (DuckDB, which lists folders, stops seeing it). Killed in between, a
+  rerun finds the folder and deletes it; a partition the catalog still lists without a folder is
+  dropped too. The quarantine and the sync reports are kept.
+
+Each source is handled under its sync lock, so a sync never writes into a partition being deleted.
+A dry run lists what would go and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from eventlake import layout
+from eventlake.archive import list_archive_files
+from eventlake.catalog import Catalog, TableSpec
+from eventlake.catalog.schema_file import read_schema_files
+from eventlake.config import Settings, SourceSettings
+from eventlake.errors import UsageError
+from eventlake.progress import Say, say
+from eventlake.storage import Storage, to_location
+from eventlake.sync import SKIPPED
+from eventlake.sync.lock import SyncBusyError, source_lock
+from eventlake.sync.state import SyncState
+from eventlake.timestamps import now_utc
+
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class Expired:
+    """One thing retention deletes: an archive day's files or a table partition."""
+
+    source: str  # the source's slug
+    kind: str  # "archive" | "table"
+    what: str  # "2026-10-01" (an archive day) | "web.page day=2026-10-01/hr=07"
+    files: int
+    bytes: int
+
+
+@dataclass
+class RetentionResult:
+    source: str
+    status: str = "Success"  # "Success" | "Nothing to do" | SKIPPED (a sync holds the source) | "Failed"
+    expired: list[Expired] = field(default_factory=list)
+    unsynced_files: int = 0  # old archive files kept because no sync has read them yet
+    error: str = ""
+
+
+def apply_retention(
+    settings: Settings, slugs: Sequence[str] = (), *, dry_run: bool = False,
+    catalog: Catalog | None = None, spark=None, wait: bool = True, say: Say = say,
+    now: datetime | None = None,
+) -> list[RetentionResult]:  # fmt: skip
+    """Apply ``[retention]`` to the given sources (default: all); a failed source does not stop
+    the others. ``catalog`` (or one loaded from ``spark`` and the settings, only when a partition
+    is to be dropped) unregisters table partitions."""
+    retention = settings.retention
+    if not retention.archive_days and not retention.table_days:
+        raise UsageError("retention is off: set [retention] archive_days and/or table_days (days to keep)")
+    sources = [settings.source(slug) for slug in slugs] if slugs else list(settings.sources)
+    if not sources:
+        raise UsageError("no sources configured: add one with `eventlake sources add SLUG`")
+    now = now or now_utc()
+    storage = settings.lake.storage()
+    catalogs: list[Catalog] = [catalog] if catalog is not None else []
+
+    def catalog_once() -> Catalog:
+        if not catalogs:
+            from eventlake.catalog import load_catalog
+
+            catalogs.append(load_catalog(settings, spark))
+        return catalogs[0]
+
+    results = []
+    for source in sources:
+        tell: Say = lambda line, slug=source.slug: say(f"{slug}: {line}")  # noqa: E731
+        result = RetentionResult(source.slug)
+        try:
+            with source_lock(
+                storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
+            ):
+                job = SourceRetention(settings, source, storage, catalog_once, dry_run, tell)
+                if retention.archive_days:
+                    job.archive(now - timedelta(days=retention.archive_days), result)
+                if retention.table_days:
+                    job.tables(now - timedelta(days=retention.table_days), result)
+            if not result.expired:
+                result.status = "Nothing to do"
+        except SyncBusyError as exc:
+            tell(str(exc))
+            result.status, result.error = SKIPPED, str(exc)
+        except Exception as exc:  # said and returned; go on with the next source
+            tell(f"retention failed: {type(exc).__name__}: {exc}")
+            result.status, result.error = "Failed", f"{type(exc).__name__}: {exc}"
+        results.append(result)
+    return results
+
+
+class SourceRetention:
+    def __init__(
+        self, settings: Settings, source: SourceSettings, storage: Storage,
+        catalog: Callable[[], Catalog], dry_run: bool, say: Say,
+    ) -> None:  # fmt: skip
+        self.settings, self.source, self.storage = settings, source, storage
+        self.catalog, self.dry_run, self.say = catalog, dry_run, say
+        self.lake = settings.lake.root
+
+    def archive(self, cutoff: datetime, result: RetentionResult) -> None:
+        """Delete the synced archive files of the received days that ended before ``cutoff``."""
+        cutoff_ms = int(cutoff.timestamp() * 1000)
+        old = [
+            f
+            for f in list_archive_files(self.storage, self.lake, self.source.id)
+            if f.day_ms + DAY_MS <= cutoff_ms
+        ]
+        if not old:
+            return
+        synced = SyncState(self.storage, self.lake, self.source.id).synced_files()
+        days: dict[int, list] = {}
+        for f in old:
+            if f.key in synced:
+                days.setdefault(f.day_ms, []).append(f)
+            else:
+                result.unsynced_files += 1
+        if result.unsynced_files:
+            self.say(
+                f"{result.unsynced_files} archive files past retention are kept: no sync has read them yet"
+            )
+        for day_ms, files in sorted(days.items()):
+            day = datetime.fromtimestamp(day_ms / 1000, timezone.utc).date().isoformat()
+            result.expired.append(
+                Expired(self.source.slug, "archive", day, len(files), sum(f.size for f in files))
+            )
+            if self.dry_run:
+                continue
+            for f in files:
+                self.storage.delete(f.path)
+            self.say(f"archive {day}: {len(files)} files deleted")
+
+    def tables(self, cutoff: datetime, result: RetentionResult) -> None:
+        """Drop the partitions of the source's event tables that ended before ``cutoff``."""
+        for spec in self._event_tables():
+            self._table(spec, cutoff, result)
+
+    def _event_tables(self) -> list[TableSpec]:
+        """The source's event tables (schema files): Parquet under its data folder."""
+        data = layout.source_data_dir(self.lake, self.source.dir_name)
+        found = []
+        for spec in read_schema_files(self.storage, self.lake, [self.settings.database_name(self.source)]):
+            try:
+                to_location(spec.location).relative_to(data)  # type: ignore[arg-type]
+            except (ValueError, TypeError):
+                continue  # the quarantine table, or a table of another lake
+            if spec.format == "parquet" and spec.partition_keys:
+                found.append(spec)
+        return found
+
+    def _table(self, spec: TableSpec, cutoff: datetime, result: RetentionResult) -> None:
+        location = to_location(spec.location)
+        keys = spec.partition_keys
+        folders = {}
+        for folder, infos in layout.partition_listing(self.storage, location, len(keys)).items():
+            values = layout.partition_values(location, folder, keys)
+            if values is not None and _ended_before(keys, values, cutoff):
+                folders[values] = (folder, list(infos.values()))
+        registered = [
+            v for v in self.catalog().partitions(spec.database, spec.name) if _ended_before(keys, v, cutoff)
+        ]
+        expired = sorted(set(folders) | set(registered))
+        if not expired:
+            return
+        for values in expired:
+            infos = folders.get(values, (None, []))[1]
+            what = f"{spec.qualified} {layout.partition_subdir(keys, values)}"
+            result.expired.append(
+                Expired(self.source.slug, "table", what, len(infos), sum(i.size for i in infos))
+            )
+        if self.dry_run:
+            return
+        self.catalog().drop_partitions(spec, registered)  # Spark stops reading them first
+        for values in expired:
+            folder = folders.get(values, (to_location(spec.partition_location(values)), []))[0]
+            self.storage.delete_tree(folder)
+        self.say(f"{spec.qualified}: {len(expired)} partitions deleted")
+
+
+def _ended_before(keys: tuple[str, ...], values: tuple[str, ...], cutoff: datetime) -> bool:
+    period = layout.partition_period(keys, values)
+    return period is not None and period[1] <= cutoff
