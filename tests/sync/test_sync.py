@@ -216,6 +216,31 @@ def test_invalid_messages_go_to_quarantine_with_their_reason(lake, spark):
     )
 
 
+def test_messages_of_suppressed_users_in_the_archive_are_dropped_and_counted(lake, spark):
+    """Archived before the suppression (or imported): not in a table, not in the quarantine, counted
+    in the report's ``suppressed``; the collector blocks the new ones."""
+    from eventlake.archive import SuppressionList
+
+    gone = [track("gone-1", user="u-gone"), track("gone-2", user="u-gone")]
+    lake.archive(
+        [track("keep", user="u-stays"), *gone, {"type": "track", "messageId": "bad", "userId": "u-gone"}]
+    )
+    SuppressionList(LocalStorage(), lake.settings.lake.root, lake.source.id).add(["u-gone"])
+    result = sync(lake, spark)
+    assert (result.rows, result.suppressed, result.rejected_messages, result.input_messages) == (1, 2, 1, 4)
+    assert rows(spark, f"SELECT message_id FROM {lake.source.database}.track_order_completed") == [
+        {"message_id": "keep"}
+    ]
+    quarantined = rows(spark, f"SELECT message_id FROM {lake.source.database}._quarantine")
+    assert quarantined == [{"message_id": "bad"}]  # invalid before it is anyone's
+    got = rows(
+        spark,
+        "SELECT suppressed FROM __segment_datalake.sync_reports "
+        f"WHERE source_id = '{lake.source.id}' AND type = 'source'",
+    )
+    assert got == [{"suppressed": 2}]
+
+
 class Killed(BaseException):
     """Stands for the process dying at that instant (not an Exception: nothing handles it)."""
 

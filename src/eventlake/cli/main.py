@@ -209,7 +209,9 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> No
         summary = (
             f"{result.source}: {result.status}, {result.rows} rows in {len(result.tables)} tables, "
             f"{result.duplicates_dropped} duplicates dropped, {result.rejected_messages} messages and "
-            f"{result.rejected_values} values quarantined, {result.duration_seconds:.1f} s"
+            f"{result.rejected_values} values quarantined, "
+            + (f"{result.suppressed} messages of suppressed users dropped, " if result.suppressed else "")
+            + f"{result.duration_seconds:.1f} s"
         )
         click.echo(summary + (f" ({result.error})" if result.error else ""), err=True)
     render(["source", "table", "rows", "new_columns", "status"], rows, fmt)

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eventlake import layout
-from eventlake.archive import ArchiveFile, list_archive_files
+from eventlake.archive import ArchiveFile, SuppressionList, list_archive_files
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say
@@ -42,7 +42,7 @@ from eventlake.sync.report import (
 )
 from eventlake.sync.stage import TABLE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
-from eventlake.sync.transform import PARSED_SCHEMA, parse_files
+from eventlake.sync.transform import PARSED_SCHEMA, SUPPRESSED, parse_files
 from eventlake.sync.write import write_tables
 from eventlake.timestamps import now_utc
 
@@ -116,24 +116,30 @@ class SourceSync:
         self, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
     ) -> tuple[Manifest, SyncResult]:
         # the workers read the archive through storage: the lake's store needs no Hadoop connector
-        parse = functools.partial(parse_files, storage=self.storage)
+        suppressed = SuppressionList(self.storage, self.lake, self.source.id).user_ids()
+        parse = functools.partial(parse_files, storage=self.storage, suppressed=suppressed)
         lines = files_frame(self.spark, [f.path for f in files])
         parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed")
+        dropped_user = F.coalesce(F.col("reason") == F.lit(SUPPRESSED), F.lit(False)).alias("dropped")
         totals = {
-            row["ok"]: (row["n"], row["first"])
-            for row in parsed.groupBy("ok")
+            (row["ok"], row["dropped"]): (row["n"], row["first"])
+            for row in parsed.groupBy("ok", dropped_user)
             .agg(F.count("*").alias("n"), F.min("received_at").alias("first"))
             .collect()
         }
-        valid, first_received = totals.get(True, (0, None))
-        invalid = totals.get(False, (0, None))[0]
+        valid, first_received = totals.get((True, False), (0, None))
+        invalid = totals.get((False, False), (0, None))[0]
+        blocked_users = totals.get((False, True), (0, None))[0]
         unique = dedupe(
             self.spark, parsed.filter(F.col("ok")).drop("ok", "reason", "raw", "types"), first_received,
             layout.dedupe_index_dir(self.lake, self.source.id), self.source.dedupe_window_days, self.storage,
         )  # fmt: skip
         deduped = self._materialize(unique, stage, "deduped")
         dropped = valid - deduped.count()
-        self.say(f"{valid + invalid} messages, {dropped} duplicates dropped, {invalid} invalid")
+        self.say(
+            f"{valid + invalid + blocked_users} messages, {dropped} duplicates dropped, {invalid} invalid"
+            + (f", {blocked_users} of suppressed users dropped" if blocked_users else "")
+        )
         quarantine = self.source.table_prefix + QUARANTINE_TABLE
         plan = plan_tables(
             deduped, parsed, self.catalog, self.database, self.source.table_prefix,
@@ -148,8 +154,8 @@ class SourceSync:
         result = SyncResult(
             self.source.slug, self.source.id, stage.run_id, "Success", start, now_utc(),
             tables=tuple(t for t, _ in tables), input_files=len(files), bytes_in=sum(f.size for f in files),
-            input_messages=valid + invalid, duplicates_dropped=dropped,
-            rejected_messages=invalid + blocked_messages,
+            input_messages=valid + invalid + blocked_users, duplicates_dropped=dropped,
+            rejected_messages=invalid + blocked_messages, suppressed=blocked_users,
             rejected_values=sum(f.rows for f in staged if f.kind == VALUES), notices=plan.notices,
             blocked=tuple(BlockedTable(self.database, t, plan.notices[0]) for t in plan.blocked.values()),
         )  # fmt: skip

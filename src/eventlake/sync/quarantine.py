@@ -17,6 +17,7 @@ from eventlake.catalog import TableSpec
 from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import Location, Storage
 from eventlake.sync.stage import MESSAGES, RunStage, StagedFile
+from eventlake.sync.transform import SUPPRESSED
 
 QUARANTINE_TABLE = "_quarantine"
 QUARANTINE_COLUMNS = (
@@ -70,7 +71,8 @@ def stage_rejected_messages(
     none = F.lit(None).cast("string")
     parts = []
     if parsed is not None:
-        parts.append(parsed.filter(~F.col("ok")).select(
+        rejected = ~F.col("ok") & (F.col("reason") != F.lit(SUPPRESSED))  # a suppressed user's: dropped
+        parts.append(parsed.filter(rejected).select(
             F.lit("message").alias("kind"), "reason", "message_id", none.alias("table_name"),
             none.alias("column_name"), none.alias("target_type"), F.col("raw").alias("raw_value"),
             "received_at",

@@ -87,6 +87,7 @@ class SyncResult:
     duplicates_dropped: int = 0
     rejected_messages: int = 0
     rejected_values: int = 0
+    suppressed: int = 0  # messages of suppressed userIds found in the archive: dropped
     error: str = ""
     error_code: str = ""
     notices: tuple[str, ...] = field(default=())
@@ -147,7 +148,7 @@ def report_rows(result: SyncResult, lake: Location, app_id: str = "") -> list[di
         "duplicates_dropped": result.duplicates_dropped,
         "rejected_messages": result.rejected_messages,
         "rejected_values": result.rejected_values,
-        "suppressed": 0,
+        "suppressed": result.suppressed,
         "input_files": result.input_files,
         "bytes_in": result.bytes_in,
         "source": result.source,

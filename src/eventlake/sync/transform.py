@@ -25,6 +25,9 @@ from eventlake.timestamps import parse_timestamp
 SHADOWED_PREFIX = "_"
 PARTITION_NAMES = frozenset({"year", "month", "day", "hr", "segment_type", "run_id"})
 BATCH_ROWS = 2000  # rows per Arrow batch a worker hands to Spark (keeps the heap flat)
+# the ``reason`` of a valid message whose userId is suppressed: dropped (not in any table, not in
+# the quarantine), counted in the report's ``suppressed``
+SUPPRESSED = "suppressed userId"
 
 # A row is a message (``ok``: valid or not) or, with ``ok`` null, a shape: the value types of the
 # columns of the messages that name it in ``shape`` (a message carries the name, not its own map of
@@ -63,8 +66,9 @@ def dumps(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), default=str)
 
 
-def parse_line(line: str) -> tuple[Any, ...]:
-    """One archive line as a :data:`PARSED_SCHEMA` row: a valid message or a rejected one."""
+def parse_line(line: str, suppressed: frozenset[str] = frozenset()) -> tuple[Any, ...]:
+    """One archive line as a :data:`PARSED_SCHEMA` row: a valid message or a rejected one (or, for
+    a userId in ``suppressed``, a row to drop: not ``ok``, reason :data:`SUPPRESSED`, no raw)."""
     try:
         message = loads(line)
     except ValueError as exc:
@@ -74,6 +78,9 @@ def parse_line(line: str) -> tuple[Any, ...]:
         message_id = message.get("messageId") if isinstance(message, Mapping) else None
         received = parse_timestamp(message.get("receivedAt")) if isinstance(message, Mapping) else None
         return (False, _str_or_none(message_id), received, None, None, None, None, reason, line)
+    if suppressed and isinstance(user_id := message.get("userId"), str) and user_id in suppressed:
+        received = parse_timestamp(message["receivedAt"])
+        return (False, message["messageId"], received, None, None, None, None, SUPPRESSED, None)
     flat = flatten(message)
     values = dict(flat.values)
     for name in PARTITION_NAMES.intersection(values):
@@ -108,10 +115,13 @@ class Shapes:
         return (*parsed[:5], None, *parsed[6:], name), new
 
 
-def parse_files(batches: Iterable[pa.RecordBatch], *, storage: Storage) -> Iterator[pa.RecordBatch]:
+def parse_files(
+    batches: Iterable[pa.RecordBatch], *, storage: Storage, suppressed: frozenset[str] = frozenset()
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` over a frame of archive file locations (:func:`.read.files_frame`): each
     file is read through ``storage`` by the worker and its lines come out as :data:`PARSED_ARROW`
-    rows (messages and shapes), in batches of at most :data:`BATCH_ROWS`."""
+    rows (messages and shapes), in batches of at most :data:`BATCH_ROWS`; ``suppressed``: the
+    source's suppressed userIds."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -122,7 +132,7 @@ def parse_files(batches: Iterable[pa.RecordBatch], *, storage: Storage) -> Itera
             for line in read_archive_lines(storage, to_location(location)):
                 text = line.decode("utf-8", "replace")
                 if text.strip():
-                    row, shape = shapes.row(parse_line(text))
+                    row, shape = shapes.row(parse_line(text, suppressed))
                     rows.append(row)
                     if shape is not None:
                         rows.append(shape)
