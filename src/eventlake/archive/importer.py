@@ -1,0 +1,134 @@
+"""Import an existing Segment archive (what Segment's S3 destination and Segment Data Lakes wrote)
+into a source's raw archive, so that people leaving Segment keep their history.
+
+Segment's layout is eventlake's: ``segment-logs/<segment-source-id>/<received-day-ms>/<file>.gz``.
+The import finds every ``<day-ms>/<file>.gz`` under the given folder or URI (the bucket's root,
+its ``segment-logs/``, one source's folder or one day's), checks that each file is gzip, and
+writes it whole into ``segment-logs/<source-id>/<day-ms>/segment-<segment-source-id>-<file>.gz``
+of the lake. The next sync reads the imported files like the collector's: validation and
+quarantine, dedupe against what the lake holds, suppression, reports.
+
+A rerun skips the files already imported (same name, same size), so an import killed at any
+moment is finished by running it again; a file is visible to a sync only once written whole. A
+file that is not whole gzip is left out and named (the caller fails the command).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from eventlake import layout
+from eventlake.errors import UsageError
+from eventlake.storage import FileInfo, Location, Storage
+
+DAY_FOLDER = re.compile(r"^\d{10,14}$")  # UTC midnight in Unix milliseconds (e.g. 1566086400000)
+IMPORT_PREFIX = "segment-"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    info: FileInfo
+    segment_source: str  # the folder above the day folder ("" when the path was a day folder)
+    day_ms: int
+
+
+@dataclass
+class ImportResult:
+    files: int = 0  # files written into the archive
+    skipped: int = 0  # already imported by an earlier run
+    bytes: int = 0
+    days: set[int] = field(default_factory=set)
+    broken: list[str] = field(default_factory=list)  # not whole gzip: left out, named
+
+
+def find_segment_files(
+    storage: Storage, root: Location, segment_source: str | None = None
+) -> list[SegmentFile]:
+    """The archive files under ``root`` in Segment's layout, of one Segment source: the only one
+    found, or ``segment_source``. Raises :class:`UsageError` naming what was found otherwise."""
+    found: list[SegmentFile] = []
+    for info in storage.list(root, "**/*" + layout.ARCHIVE_SUFFIX):
+        day = info.path.parent
+        if DAY_FOLDER.match(day.name):
+            source = day.parent.name if day != root else ""
+            found.append(SegmentFile(info, source, int(day.name)))
+    if not found:
+        raise UsageError(
+            f"no Segment archive files under {root}: expected <segment-source-id>/<day-ms>/<file>.gz "
+            "(e.g. segment-logs/AbC123/1566086400000/1566126000000.gz)"
+        )
+    sources = sorted({f.segment_source for f in found})
+    if segment_source is not None:
+        if segment_source not in sources:
+            raise UsageError(
+                f"no files of Segment source {segment_source!r} under {root}; found: {', '.join(sources)}"
+            )
+        return [f for f in found if f.segment_source == segment_source]
+    if len(sources) > 1:
+        raise UsageError(
+            f"{root} holds the archives of {len(sources)} Segment sources ({', '.join(sources)}): "
+            "choose one with --segment-source ID (one eventlake source each)"
+        )
+    return found
+
+
+def imported_name(segment_file: SegmentFile) -> str:
+    """The archive file name of an imported file: its Segment source and name, made path-safe.
+
+    >>> from eventlake.storage import FileInfo
+    >>> from pathlib import Path
+    >>> imported_name(SegmentFile(FileInfo(Path("/x/1566086400000/15661.a b.gz"), 3), "AbC", 1566086400000))
+    'segment-AbC-15661.a_b'
+    """
+    stem = segment_file.info.path.name[: -len(layout.ARCHIVE_SUFFIX)]
+    source = _UNSAFE.sub("_", segment_file.segment_source) or "unknown"
+    return f"{IMPORT_PREFIX}{source}-{_UNSAFE.sub('_', stem)}"
+
+
+def import_segment_archive(
+    source_storage: Storage, root: Location, lake_storage: Storage, lake: Location, source_id: str,
+    *, segment_source: str | None = None, say: Callable[[str], None] = lambda line: None,
+) -> ImportResult:  # fmt: skip
+    """Copy the Segment archive files under ``root`` into the source's raw archive (see above)."""
+    files = find_segment_files(source_storage, root, segment_source)
+    total = sum(f.info.size for f in files)
+    say(f"importing {len(files)} files ({total / 1e6:.1f} MB) from {root}")
+    result = ImportResult()
+    for number, segment_file in enumerate(files, 1):
+        target = layout.archive_file(lake, source_id, segment_file.day_ms, imported_name(segment_file))
+        if lake_storage.exists(target) and _size(lake_storage, target) == segment_file.info.size:
+            result.skipped += 1
+            continue
+        data = source_storage.read(segment_file.info.path)
+        problem = _gzip_problem(data)
+        if problem is not None:
+            say(f"left out {segment_file.info.path}: not a whole gzip file ({problem})")
+            result.broken.append(f"{segment_file.info.path}: {problem}")
+            continue
+        lake_storage.write(target, data)  # whole or not at all: a sync never reads half a file
+        result.files += 1
+        result.bytes += len(data)
+        result.days.add(segment_file.day_ms)
+        if number % 100 == 0 or number == len(files):
+            written = result.bytes / 1e6
+            say(f"{number}/{len(files)} files ({written:.1f} MB written, {result.skipped} already there)")
+    return result
+
+
+def _size(storage: Storage, path: Location) -> int | None:
+    found = [info.size for info in storage.list(path.parent, path.name)]
+    return found[0] if found else None
+
+
+def _gzip_problem(data: bytes) -> str | None:
+    """Why ``data`` is not a whole gzip file (a truncated download, another format), or None."""
+    try:
+        gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        return str(exc) or type(exc).__name__
+    return None
