@@ -8,6 +8,7 @@ Lake root (Segment-compatible layout)::
     segment-data/reports/day=<d>/source=<source-id>/run_id=<r>/report.json
     segment-data/_state/{ledger,dedupe,pending,schemas}/...          durable sync state
     segment-data/_state/suppression/<source-id>.json                  suppressed userIds (collector)
+    segment-data/_state/deletions/<source-id>/<run-id>.json            user deletions' audit records
     segment-stage/<source-id>/<run-id>/                                temporary run output
 
 Local state dir: ``spool/`` (collector), ``metastore_db/`` (embedded Derby), ``metastore/`` (its
@@ -297,6 +298,17 @@ def schema_file(lake: Location, database: str, table: str) -> Location:
 def suppression_file(lake: Location, source_id: str) -> Location:
     """The source's suppression list: ``segment-data/_state/suppression/<source-id>.json``."""
     return lake / DATA / "_state" / "suppression" / f"{source_id}.json"
+
+
+def deletion_audit_file(lake: Location, source_id: str, run_id: str) -> Location:
+    """A user deletion's audit record: ``segment-data/_state/deletions/<source-id>/<run-id>.json``."""
+    return lake / DATA / "_state" / "deletions" / source_id / f"{run_id}.json"
+
+
+def deletion_pending_file(lake: Location, source_id: str, key: str) -> Location:
+    """The ids a running user deletion matches, until it ends: ``.../_pending-<key>.json`` beside
+    the audit records."""
+    return lake / DATA / "_state" / "deletions" / source_id / f"_pending-{key}.json"
 
 
 def suppression_lock_file(lake: Location, source_id: str) -> Location:

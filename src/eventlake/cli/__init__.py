@@ -12,6 +12,7 @@ from eventlake.cli import retention as _retention  # noqa: F401  (registers `eve
 from eventlake.cli import schema as _schema  # noqa: F401  (registers `eventlake schema`)
 from eventlake.cli import suppress as _suppress  # noqa: F401  (registers `eventlake suppress`)
 from eventlake.cli import thrift as _thrift  # noqa: F401  (registers `eventlake thrift`)
+from eventlake.cli import users as _users  # noqa: F401  (registers `eventlake users`)
 from eventlake.cli.main import cli, main
 
 __all__ = ["cli", "main"]

@@ -18,7 +18,7 @@ marker), a :class:`~eventlake.sync.manifest.Manifest` listing them as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -290,8 +290,20 @@ def stage_rewrite(
     except CompactionSkipError:
         storage.delete_tree(staged)
         raise
-    replaced = [f.path.name for group in bins for f in group]
-    for name in names:  # an older compaction's marker goes once none of its outputs stays
+    return finish_rewrite(
+        storage, stage, folder, staged, names, outputs, [f.path.name for g in bins for f in g]
+    )
+
+
+def finish_rewrite(
+    storage: Storage, stage: RunStage, folder: Location, staged: Location, names: Collection[str],
+    outputs: list[str], replaced: list[str],
+) -> PartitionRewrite:  # fmt: skip
+    """Stage the commit marker of a partition folder whose files ``replaced`` give way to the
+    ``outputs`` staged in ``staged`` (compaction, user deletion). ``names``: every file in the
+    folder now; an older compaction's marker is replaced too once none of its outputs stays."""
+    replaced = list(replaced)
+    for name in names:
         run = layout.marker_run_id(name)
         if run is not None and all(n in replaced for n in names if layout.output_run_id(n) == run):
             replaced.append(name)

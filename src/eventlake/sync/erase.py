@@ -1,0 +1,348 @@
+"""User deletion (right to erasure): every message of a userId goes from a source's lake.
+
+For each source, under its sync lock (no sync runs beside it):
+
+1. the userId is added to the source's suppression list first: the collector blocks its new
+   messages and a sync drops any it finds in the archive;
+2. the raw archive is read once to find the user's **linked anonymous ids** (the ``anonymousId`` of
+   the user's ``identify`` calls, the ``previousId`` and ``anonymousId`` of its ``alias`` calls) and
+   the ids of its messages; then every archive file holding a message of the user (``userId``, or
+   an ``anonymousId`` / ``previousId`` among the linked ones) is rewritten without those lines, in
+   place and whole (a reader sees the old file or the new one);
+3. every data file of the source's tables and of its quarantine holding such a row (by
+   ``user_id``, ``anonymous_id``, ``previous_id``, ``message_id``, or for a quarantined message its
+   raw payload) is rewritten without those rows, committed like a compaction (staged files and a
+   manifest of :class:`~eventlake.sync.manifest.PartitionRewrite` s: each partition switches to its
+   new files at once on both engines; killed at any instant, the next run completes or drops it);
+4. an audit record is written: ``segment-data/_state/deletions/<source-id>/<run-id>.json`` with the
+   userId, who asked, when, and counts (no other personal data).
+
+Running it again finds nothing left and deletes nothing. A message the collector acknowledged just
+before the suppression and sealed after the deletion reaches the archive later: the sync drops it
+(counted as suppressed) and the next ``users delete`` of the same user removes it from the archive.
+The userId itself stays in two places by design: the suppression list (to block it) and the audit
+record (what was done, for whom).
+"""
+
+from __future__ import annotations
+
+import getpass
+import gzip
+import hashlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from eventlake import layout
+from eventlake.archive import SuppressionList, list_archive_files, read_archive_lines
+from eventlake.catalog import Catalog, TableSpec, load_catalog
+from eventlake.catalog.schema_file import read_schema_files
+from eventlake.config import Settings, SourceSettings
+from eventlake.errors import UsageError
+from eventlake.progress import Say, say
+from eventlake.storage import Storage, to_location
+from eventlake.sync import SKIPPED
+from eventlake.sync.commit import apply
+from eventlake.sync.compact import finish_rewrite
+from eventlake.sync.lock import SyncBusyError, source_lock
+from eventlake.sync.manifest import Manifest
+from eventlake.sync.stage import RunStage, new_run_id
+from eventlake.sync.state import SyncState
+from eventlake.timestamps import format_timestamp, now_utc
+
+ID_COLUMNS = ("user_id", "anonymous_id", "previous_id")  # a row is the user's by these ...
+OTHER_ID_COLUMNS = ("message_id", "raw_value")  # ... or its message id, or (quarantine) its raw payload
+BATCH_PARTITIONS = 200  # partitions per manifest
+
+
+@dataclass
+class ErasureResult:
+    source: str
+    user_id: str
+    status: str = "Success"  # Success | Nothing to do | SKIPPED | Failed
+    run_id: str = ""
+    linked_anonymous_ids: int = 0
+    archive_files_rewritten: int = 0
+    archive_messages_deleted: int = 0
+    table_files_rewritten: int = 0
+    rows_deleted: int = 0
+    quarantine_rows_deleted: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What makes a message or a row the user's."""
+
+    user_id: str
+    anonymous_ids: frozenset[str]
+    message_ids: frozenset[str]
+
+    def to_json(self) -> bytes:
+        document = {"user_id": self.user_id, "anonymous_ids": sorted(self.anonymous_ids),
+                    "message_ids": sorted(self.message_ids)}  # fmt: skip
+        return orjson.dumps(document)
+
+    def owns(self, message: object) -> bool:
+        """The user's message: its userId, or no userId and one of the linked anonymous ids (a
+        device the user shared with someone who signed in as another user keeps their messages)."""
+        if not isinstance(message, dict):
+            return False
+        if message.get("userId") is not None:
+            return message.get("userId") == self.user_id
+        return message.get("anonymousId") in self.anonymous_ids or (
+            message.get("type") == "alias" and message.get("previousId") in self.anonymous_ids
+        )
+
+
+def delete_user(
+    settings: Settings, user_id: str, slugs: Sequence[str] = (), *, requested_by: str | None = None,
+    catalog: Catalog | None = None, spark=None, wait: bool = True, say: Say = say,
+) -> list[ErasureResult]:  # fmt: skip
+    """Delete ``user_id`` from the given sources (default: all); see the module's description."""
+    if not user_id.strip():
+        raise UsageError("USER_ID must not be empty")
+    sources = [settings.source(slug) for slug in slugs] if slugs else list(settings.sources)
+    if not sources:
+        raise UsageError("no sources configured: add one with `eventlake sources add SLUG`")
+    requested_by = requested_by or getpass.getuser()
+    storage = settings.lake.storage()
+    catalogs: list[Catalog] = [catalog] if catalog is not None else []
+
+    def catalog_for(manifest: Manifest) -> Catalog | None:
+        if not manifest.tables:
+            return None
+        if not catalogs:
+            catalogs.append(load_catalog(settings, spark))
+        return catalogs[0]
+
+    results = []
+    for source in sources:
+        tell: Say = lambda line, slug=source.slug: say(f"{slug}: {line}")  # noqa: E731
+        result = ErasureResult(source.slug, user_id)
+        try:
+            SuppressionList(storage, settings.lake.root, source.id).add([user_id])  # new messages: blocked
+            with source_lock(
+                storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
+            ):
+                SourceErasure(settings, source, storage, tell).run(result, requested_by, catalog_for)
+        except SyncBusyError as exc:
+            tell(str(exc))
+            result.status, result.error = SKIPPED, str(exc)
+        except Exception as exc:  # said and returned; go on with the next source
+            tell(f"deletion failed: {type(exc).__name__}: {exc}")
+            result.status, result.error = "Failed", f"{type(exc).__name__}: {exc}"
+        results.append(result)
+    return results
+
+
+class SourceErasure:
+    def __init__(self, settings: Settings, source: SourceSettings, storage: Storage, say: Say) -> None:
+        self.settings, self.source, self.storage, self.say = settings, source, storage, say
+        self.lake = settings.lake.root
+        self.state = SyncState(storage, self.lake, source.id)
+
+    def run(self, result: ErasureResult, requested_by: str, catalog_for) -> None:
+        started = now_utc()
+        for manifest in self.state.pending():  # an interrupted sync, compaction or deletion goes first
+            self.say(f"completing interrupted run {manifest.run_id}")
+            apply(manifest, catalog_for(manifest), self.state, self.storage, self.lake)
+        self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
+        # what makes a row the user's, kept until the end: a rerun after a kill finds the rows whose
+        # linking messages an earlier run already deleted from the archive
+        pending = layout.deletion_pending_file(self.lake, self.source.id, _key(result.user_id))
+        identity = self.identity(result.user_id, self._pending_identity(pending))
+        self.storage.write(pending, identity.to_json())
+        result.linked_anonymous_ids = len(identity.anonymous_ids)
+        result.run_id = new_run_id(started, layout.COMPACT_RUN_PREFIX)  # committed as a rewrite
+        for spec in self.tables():  # tables first, the archive (the source of truth) last
+            self.table(spec, identity, result)
+        self.archive(identity, result)
+        changed = result.archive_files_rewritten or result.table_files_rewritten
+        result.status = "Success" if changed else "Nothing to do"
+        audit = {
+            "run_kind": "user deletion", "run_id": result.run_id, "source_id": self.source.id,
+            "user_id": result.user_id, "requested_by": requested_by, "started_at": format_timestamp(started),
+            "finished_at": format_timestamp(now_utc()),
+            **{k: v for k, v in asdict(result).items() if k not in ("source", "user_id", "run_id", "error")},
+        }  # fmt: skip
+        path = layout.deletion_audit_file(self.lake, self.source.id, result.run_id)
+        self.storage.write(path, orjson.dumps(audit, option=orjson.OPT_INDENT_2))
+        self.storage.delete(pending)
+        self.say(
+            f"{result.archive_messages_deleted} archived messages ({result.archive_files_rewritten} files), "
+            f"{result.rows_deleted} table rows and {result.quarantine_rows_deleted} quarantined rows "
+            f"({result.table_files_rewritten} files) deleted"
+        )
+
+    def _pending_identity(self, path) -> Identity | None:
+        if not self.storage.exists(path):
+            return None
+        document = orjson.loads(self.storage.read(path))
+        return Identity(
+            document["user_id"], frozenset(document["anonymous_ids"]), frozenset(document["message_ids"])
+        )
+
+    # -- the archive ---------------------------------------------------------------------------
+
+    def identity(self, user_id: str, earlier: Identity | None) -> Identity:
+        """The user's linked anonymous ids (one pass over the archive), then the ids of every
+        message of the user or of those ids (a second pass), with what an interrupted run found."""
+        anonymous = set(earlier.anonymous_ids) if earlier else set()
+        for message in self._messages():
+            if message.get("userId") == user_id and message.get("type") in ("identify", "alias"):
+                anonymous.update(
+                    v for k in ("anonymousId", "previousId") if isinstance(v := message.get(k), str) and v
+                )
+        found = Identity(user_id, frozenset(anonymous), frozenset())
+        messages = set(earlier.message_ids) if earlier else set()
+        messages.update(
+            m["messageId"] for m in self._messages() if found.owns(m) and isinstance(m.get("messageId"), str)
+        )
+        return Identity(user_id, frozenset(anonymous), frozenset(messages))
+
+    def _messages(self):
+        for archived in list_archive_files(self.storage, self.lake, self.source.id):
+            for line in read_archive_lines(self.storage, archived.path):
+                message = _loads(line)
+                if isinstance(message, dict):
+                    yield message
+
+    def archive(self, identity: Identity, result: ErasureResult) -> None:
+        """Rewrite each archive file holding a message of the user without it (whole, in place)."""
+        quoted = orjson.dumps(identity.user_id)
+        for archived in list_archive_files(self.storage, self.lake, self.source.id):
+            kept, dropped = [], 0
+            for line in read_archive_lines(self.storage, archived.path):
+                message = _loads(line)
+                # a line that is not JSON is the user's when it names them: better gone than kept
+                if identity.owns(message) or (message is None and quoted in line):
+                    dropped += 1
+                else:
+                    kept.append(line)
+            if dropped:
+                data = gzip.compress(b"".join(line + b"\n" for line in kept), compresslevel=6)
+                self.storage.write(archived.path, data)
+                result.archive_files_rewritten += 1
+                result.archive_messages_deleted += dropped
+
+    # -- tables and quarantine -----------------------------------------------------------------
+
+    def tables(self) -> list[TableSpec]:
+        """The source's tables (schema files): its event tables and its quarantine."""
+        return [
+            spec
+            for spec in read_schema_files(self.storage, self.lake, [self.settings.database_name(self.source)])
+            if spec.format == "parquet" and _under(spec, self.lake, self.source)
+        ]
+
+    def table(self, spec: TableSpec, identity: Identity, result: ErasureResult) -> None:
+        location = to_location(spec.location)
+        listing = layout.partition_listing(self.storage, location, len(spec.partition_keys))
+        quarantine = spec.location == str(layout.quarantine_dir(self.lake, self.source.id))
+        pending = []
+        for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
+            for name in layout.partition_files(self.storage, folder, infos):
+                data = pa.BufferReader(self.storage.read(infos[name].path))
+                names = pq.read_schema(data).names
+                ids = pq.read_table(data, columns=[c for c in (*ID_COLUMNS, *OTHER_ID_COLUMNS) if c in names])
+                if _rows_to_keep(ids, identity) is None:
+                    continue  # most files: none of the user's rows, only their id columns read
+                table = pq.read_table(data)
+                pending.append(
+                    (folder, infos, name, table.filter(_rows_to_keep(table, identity)), table.num_rows)
+                )
+        for start in range(0, len(pending), BATCH_PARTITIONS):
+            self._commit(spec, pending[start : start + BATCH_PARTITIONS], quarantine, result)
+
+    def _commit(self, spec: TableSpec, files: list, quarantine: bool, result: ErasureResult) -> None:
+        stage = RunStage(
+            self.lake, self.source.id, self.source.dir_name, new_run_id(now_utc(), layout.COMPACT_RUN_PREFIX),
+            spec.partition_keys,
+        )  # fmt: skip
+        by_folder: dict = {}
+        for folder, infos, name, kept, before in files:
+            by_folder.setdefault(folder, (infos, []))[1].append((name, kept, before))
+        rewrites = []
+        for folder, (infos, changed) in by_folder.items():
+            staged = stage.rewrite_folder(folder)
+            outputs = []
+            for index, (_, kept, before) in enumerate(changed):
+                deleted = before - kept.num_rows
+                result.table_files_rewritten += 1
+                if quarantine:
+                    result.quarantine_rows_deleted += deleted
+                else:
+                    result.rows_deleted += deleted
+                if kept.num_rows:
+                    output = layout.part_file_name(stage.run_id, index)
+                    with self.storage.open_write(staged / output) as handle:
+                        pq.write_table(kept, handle, compression="snappy")
+                    outputs.append(output)
+            replaced = [name for name, _, _ in changed]
+            rewrites.append(finish_rewrite(self.storage, stage, folder, staged, infos, outputs, replaced))
+        manifest = Manifest(
+            run_id=stage.run_id, source_id=self.source.id, files=(), moves=(), tables=(), report_path="",
+            report=(), stage=str(stage.root), rewrites=tuple(rewrites),
+        )  # fmt: skip
+        self.state.write_pending(manifest)
+        apply(manifest, None, self.state, self.storage, self.lake)
+
+
+def _rows_to_keep(table: pa.Table, identity: Identity) -> pa.ChunkedArray | None:
+    """The mask of rows that are not the user's (by :meth:`Identity.owns`' rule, or by message
+    id, or for a quarantined message by a raw payload naming the user), or None when no row is."""
+    names = table.column_names
+    hits = []
+    no_user = pc.is_null(table["user_id"]) if "user_id" in names else None
+    if "user_id" in names:
+        hits.append(pc.equal(table["user_id"].cast(pa.string()), identity.user_id))
+    linked = pa.array(sorted(identity.anonymous_ids), pa.string())
+    for column in ("anonymous_id", "previous_id"):
+        if column in names and len(linked):
+            hit = pc.is_in(table[column].cast(pa.string()), value_set=linked)
+            hits.append(hit if no_user is None else pc.and_kleene(hit, no_user))
+    if "message_id" in names and identity.message_ids:
+        ids = pa.array(sorted(identity.message_ids), pa.string())
+        hits.append(pc.is_in(table["message_id"].cast(pa.string()), value_set=ids))
+    if "raw_value" in names:  # a quarantined message that could not be parsed
+        hits.append(pc.match_substring(table["raw_value"], orjson.dumps(identity.user_id).decode()))
+    if not hits:
+        return None
+    mine = hits[0]
+    for hit in hits[1:]:
+        mine = pc.or_kleene(mine, hit)  # true or null is true
+    mine = pc.fill_null(mine, False)
+    if not pc.any(mine).as_py():
+        return None
+    return pc.invert(mine)
+
+
+def _key(user_id: str) -> str:
+    """A file name for a userId (which may hold any character)."""
+    return hashlib.sha256(user_id.encode()).hexdigest()[:32]
+
+
+def _under(spec: TableSpec, lake, source: SourceSettings) -> bool:
+    location = to_location(spec.location)
+    for root in (layout.source_data_dir(lake, source.dir_name), layout.quarantine_dir(lake, source.id)):
+        try:
+            location.relative_to(root)  # type: ignore[arg-type]
+            return True
+        except (ValueError, TypeError):
+            continue
+    return False
+
+
+def _loads(line: bytes) -> object | None:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+
+
+__all__ = ["ErasureResult", "delete_user"]
