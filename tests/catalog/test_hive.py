@@ -130,3 +130,27 @@ def test_the_listing_is_narrowed_to_the_values_all_partitions_share() -> None:
     assert _shared_prefix(keys, [("2026", "11", "22", "07"), ("2026", "12", "01", "00")]) == {"year": "2026"}
     assert _shared_prefix(("day", "hr"), [("2026-11-22", "07"), ("2026-11-23", "07")]) == {}
     assert _shared_prefix(("day", "hr"), [("2026-11-22", "07")]) == {"day": "2026-11-22", "hr": "07"}
+
+
+@pytest.mark.spark
+def test_a_long_lived_catalog_asks_nothing_for_the_partitions_it_knows(
+    hive: HiveCatalog, statements: Statements, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    listings: list[int] = []
+    registered = HiveCatalog._registered
+
+    def counted(catalog: HiveCatalog, spec: TableSpec, partitions: Any) -> Any:
+        listings.append(len(partitions))
+        return registered(catalog, spec, partitions)
+
+    monkeypatch.setattr(HiveCatalog, "_registered", counted)
+    spec = table(tmp_path)
+    hive.ensure_table(spec)
+    hive.add_partitions(spec, hours(1)[:2])
+    hive.add_partitions(spec, hours(1)[:2])  # the next micro-batch, same hours: no metastore call
+    hive.add_partitions(spec, hours(1)[1:3])  # one new hour: only it is looked up
+    assert listings == [2, 1] and statements.adds == [("api", 2), ("api", 1)]
+    hive.drop_partitions(spec, hours(1)[:1])  # forgotten: asked again
+    hive.add_partitions(spec, hours(1)[:1])
+    assert listings == [2, 1, 1] and statements.adds[-1] == ("api", 1)
+    assert hive.partitions(spec.database, spec.name) == hours(1)[:3]

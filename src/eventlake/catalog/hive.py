@@ -64,8 +64,31 @@ def _shared_prefix(keys: Sequence[str], partitions: Sequence[tuple[str, ...]]) -
 
 
 class HiveCatalog(Catalog):
+    """The Hive metastore through a Spark session. A long-lived one (``eventlake up``'s engine)
+    remembers the partitions it registered or found, by table, so that a micro-batch landing in
+    the hours it already knows asks the metastore nothing; what it drops or creates it forgets.
+    (A partition dropped behind its back by another process is registered again by ``eventlake
+    catalog repair``.)"""
+
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
+        self._known: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self._ensured: set[tuple[str, str, tuple[Column, ...]]] = set()  # tables ensure_table saw whole
+
+    def ensure_table(self, spec: TableSpec) -> tuple[Column, ...]:
+        """As :meth:`Catalog.ensure_table`; a table this catalog already saw with every one of
+        ``spec``'s columns (the quarantine and reports tables, every run) is not looked up again."""
+        key = (spec.database, spec.name, spec.columns)
+        if key in self._ensured:
+            return ()
+        added = super().ensure_table(spec)
+        self._ensured.add(key)
+        return added
+
+    def _forget(self, database: str, table: str | None = None) -> None:
+        """Drop what this catalog remembers of a table (of every table of ``database`` when None)."""
+        self._known = {k: v for k, v in self._known.items() if k[0] != database or table not in (None, k[1])}
+        self._ensured = {k for k in self._ensured if k[0] != database or table not in (None, k[1])}
 
     def ensure_database(self, name: str) -> None:
         if not self.spark.catalog.databaseExists(name):  # IF NOT EXISTS alone logs a Hive stack trace
@@ -109,6 +132,7 @@ class HiveCatalog(Catalog):
         return schemas
 
     def create_table(self, spec: TableSpec) -> None:
+        self._forget(spec.database, spec.name)
         name = f"{_ident(spec.database)}.{_ident(spec.name)}"
         if spec.format == "json":  # a Spark data source table: no JSON SerDe ships with Spark's Hive
             keys = ", ".join(_ident(k) for k in spec.partition_keys)
@@ -135,6 +159,7 @@ class HiveCatalog(Catalog):
 
     def set_column_type(self, database: str, table: str, column: str, kind: str) -> None:
         # ALTER TABLE ... CHANGE COLUMN refuses type changes: set the data schema through the catalog
+        self._forget(database, table)
         columns = self.table_columns(database, table) or ()
         changed = [(name, kind if name == column else old) for name, old in columns]
         ddl = ", ".join(f"{_ident(name)} {k}" for name, k in changed)
@@ -150,15 +175,22 @@ class HiveCatalog(Catalog):
         costs 80 ms to parse and analyse on Derby, most of a small sync's commit; more go in
         statements of :data:`PARTITION_BATCH`, whose cost per partition (2 ms) is half the API's
         (py4j calls to build each partition), see ``bench/partitions.py``."""
-        new = sorted(set(partitions) - self._registered(spec, partitions))
-        if not new:
+        known = self._known.setdefault((spec.database, spec.name), set())
+        unknown = sorted(set(partitions) - known)
+        if not unknown:
             return
-        if len(new) > DIRECT_MAX:
-            for start in range(0, len(new), PARTITION_BATCH):
-                self._add_statement(spec, new[start : start + PARTITION_BATCH])
-            return
-        self._create_partitions(spec, new)
-        self.spark.catalog.refreshTable(f"{_ident(spec.database)}.{_ident(spec.name)}")
+        try:
+            new = sorted(set(unknown) - self._registered(spec, unknown))
+            if len(new) > DIRECT_MAX:
+                for start in range(0, len(new), PARTITION_BATCH):
+                    self._add_statement(spec, new[start : start + PARTITION_BATCH])
+            elif new:
+                self._create_partitions(spec, new)
+                self.spark.catalog.refreshTable(f"{_ident(spec.database)}.{_ident(spec.name)}")
+        except Exception:  # e.g. the table was dropped behind this catalog's back: look again next time
+            self._forget(spec.database, spec.name)
+            raise
+        known.update(unknown)
 
     def _add_statement(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """One ``ALTER TABLE ... ADD IF NOT EXISTS`` statement for ``partitions``."""
@@ -199,6 +231,7 @@ class HiveCatalog(Catalog):
 
     def drop_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         table = f"{_ident(spec.database)}.{_ident(spec.name)}"
+        self._known.get((spec.database, spec.name), set()).difference_update(partitions)
         if not partitions or not self.spark.catalog.tableExists(table):
             return
         ordered = sorted(set(partitions))
@@ -240,9 +273,11 @@ class HiveCatalog(Catalog):
         return sorted(_partition_values(row[0]) for row in rows)
 
     def drop_table(self, database: str, table: str) -> None:
+        self._forget(database, table)
         if self.spark.catalog.databaseExists(database):
             self.spark.sql(f"DROP TABLE IF EXISTS {_ident(database)}.{_ident(table)}")
 
     def drop_database(self, database: str) -> None:
+        self._forget(database)
         if self.spark.catalog.databaseExists(database):  # tables are external: their files stay
             self.spark.sql(f"DROP DATABASE IF EXISTS {_ident(database)} CASCADE")

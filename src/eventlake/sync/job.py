@@ -27,7 +27,7 @@ from eventlake.storage.lease import Lease
 from eventlake.sync.commit import apply
 from eventlake.sync.dedupe import dedupe
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
-from eventlake.sync.plan import TablePlan, plan_tables
+from eventlake.sync.plan import TablePlan, observe, plan_tables
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table, stage_rejected_messages
 from eventlake.sync.read import files_frame
 from eventlake.sync.report import (
@@ -135,14 +135,15 @@ class SourceSync:
             layout.dedupe_index_dir(self.lake, self.source.id), self.source.dedupe_window_days, self.storage,
         )  # fmt: skip
         deduped = self._materialize(unique, stage, "deduped")
-        dropped = valid - deduped.count()
+        observed = observe(deduped, parsed)
+        dropped = valid - observed.messages
         self.say(
             f"{valid + invalid + blocked_users} messages, {dropped} duplicates dropped, {invalid} invalid"
             + (f", {blocked_users} of suppressed users dropped" if blocked_users else "")
         )
         quarantine = self.source.table_prefix + QUARANTINE_TABLE
         plan = plan_tables(
-            deduped, parsed, self.catalog, self.database, self.source.table_prefix,
+            observed, self.catalog, self.database, self.source.table_prefix,
             self.settings.sync.max_tables_per_database, quarantine, self.say,
         )  # fmt: skip
         staged = write_tables(deduped, plan.schemas, stage, self.source.date_partition, self.storage)

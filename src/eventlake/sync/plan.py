@@ -34,31 +34,40 @@ class Plan:
         return {segment_type: t.evolution.columns for segment_type, t in self.tables.items()}
 
 
-def observed_types(deduped: DataFrame, parsed: DataFrame) -> dict[str, dict[str, set[str]]]:
-    """The value types seen in the run's ``deduped`` messages, by segment type and column: each
-    message names its shape, whose types are a shape row of ``parsed`` (see :mod:`.transform`)."""
-    types = {
+@dataclass(frozen=True)
+class Observed:
+    """What a run's deduplicated messages hold, from one aggregation (each Spark job costs a few
+    hundred ms of scheduling however small the run)."""
+
+    messages: int
+    types: dict[str, dict[str, set[str]]]  # segment type -> column -> the value types seen
+    collisions: dict[str, list[str]]  # segment type -> the column name collisions seen
+
+
+def observe(deduped: DataFrame, parsed: DataFrame) -> Observed:
+    """Count the ``deduped`` messages and gather their types (each message names its shape, whose
+    types are a shape row of ``parsed``, see :mod:`.transform`) and name collisions."""
+    shapes = {
         row["shape"]: row["types"]
         for row in parsed.filter(F.col("ok").isNull()).select("shape", "types").collect()
     }
-    observed: dict[str, dict[str, set[str]]] = {}
-    for row in deduped.select("segment_type", "shape").distinct().collect():
-        columns = observed.setdefault(row["segment_type"], {})
-        for column, kind in types[row["shape"]].items():
+    groups = deduped.groupBy("segment_type", "shape").agg(
+        F.count("*").alias("n"), F.array_distinct(F.flatten(F.collect_set("collisions"))).alias("collisions")
+    )
+    messages, types, collisions = 0, {}, {}
+    for row in groups.collect():
+        messages += row["n"]
+        columns = types.setdefault(row["segment_type"], {})
+        for column, kind in shapes[row["shape"]].items():
             columns.setdefault(column, set()).add(kind)
-    return observed
-
-
-def observed_collisions(deduped: DataFrame) -> dict[str, list[str]]:
-    collisions: dict[str, list[str]] = {}
-    for row in deduped.select("segment_type", F.explode("collisions").alias("c")).distinct().collect():
-        collisions.setdefault(row["segment_type"], []).append(row["c"])
-    return collisions
+        if row["collisions"]:
+            seen = collisions.setdefault(row["segment_type"], [])
+            seen.extend(c for c in row["collisions"] if c not in seen)
+    return Observed(messages, types, collisions)
 
 
 def plan_tables(
-    deduped: DataFrame,
-    parsed: DataFrame,
+    observed: Observed,
     catalog: Catalog,
     database: str,
     table_prefix: str,
@@ -68,13 +77,12 @@ def plan_tables(
 ) -> Plan:
     """Each table's schema and whether it is new; new tables past ``limit`` are blocked (their
     messages go to the ``quarantine`` table)."""
-    observed = observed_types(deduped, parsed)
-    collisions = observed_collisions(deduped)
+    collisions = observed.collisions
     present = catalog.table_schemas(database)
     room = limit - len(present)
     tables: dict[str, TablePlan] = {}
     blocked: dict[str, str] = {}
-    for segment_type, columns in sorted(observed.items()):
+    for segment_type, columns in sorted(observed.types.items()):
         name = table_name(segment_type, table_prefix)
         existing = present.get(name)
         if existing is None:
