@@ -8,6 +8,7 @@ from eventlake.cli import catalog as _catalog  # noqa: F401  (registers `eventla
 from eventlake.cli import compact as _compact  # noqa: F401  (registers `eventlake compact`)
 from eventlake.cli import importer as _importer  # noqa: F401  (registers `eventlake import`)
 from eventlake.cli import metastore as _metastore  # noqa: F401  (registers `eventlake metastore`)
+from eventlake.cli import replay as _replay  # noqa: F401  (registers `eventlake replay`)
 from eventlake.cli import retention as _retention  # noqa: F401  (registers `eventlake retention`)
 from eventlake.cli import schema as _schema  # noqa: F401  (registers `eventlake schema`)
 from eventlake.cli import suppress as _suppress  # noqa: F401  (registers `eventlake suppress`)

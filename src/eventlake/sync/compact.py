@@ -297,18 +297,20 @@ def stage_rewrite(
 
 def finish_rewrite(
     storage: Storage, stage: RunStage, folder: Location, staged: Location, names: Collection[str],
-    outputs: list[str], replaced: list[str],
+    outputs: list[str], replaced: list[str], rewrite_id: str | None = None,
 ) -> PartitionRewrite:  # fmt: skip
     """Stage the commit marker of a partition folder whose files ``replaced`` give way to the
     ``outputs`` staged in ``staged`` (compaction, user deletion). ``names``: every file in the
-    folder now; an older compaction's marker is replaced too once none of its outputs stays."""
+    folder now; an older compaction's marker is replaced too once none of its outputs stays.
+    ``rewrite_id``: the ``compact-`` id naming the outputs and the marker (default: the stage's run)."""
     replaced = list(replaced)
     for name in names:
         run = layout.marker_run_id(name)
         if run is not None and all(n in replaced for n in names if layout.output_run_id(n) == run):
             replaced.append(name)
-    marker = layout.compaction_marker_name(stage.run_id)
-    storage.write(staged / marker, layout.marker_document(stage.run_id, outputs, replaced))
+    rewrite_id = rewrite_id or stage.run_id
+    marker = layout.compaction_marker_name(rewrite_id)
+    storage.write(staged / marker, layout.marker_document(rewrite_id, outputs, replaced))
     return PartitionRewrite(str(folder), str(staged), tuple(outputs), tuple(replaced), marker)
 
 

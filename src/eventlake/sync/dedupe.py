@@ -24,9 +24,11 @@ def dedupe(
     index: Location,
     window_days: int,
     storage: Storage,
+    until: datetime | None = None,
 ) -> DataFrame:
     """The first copy of each messageId (earliest received), minus ids in the dedupe ``index``
-    received up to ``window_days`` before the run's first message.
+    received up to ``window_days`` before the run's first message (and, for a replay, before
+    ``until``: the range's own ids are in the index from the syncs that first brought them).
 
     Only message ids are shuffled: repeats are rare (client retries), so the ids seen more than
     once and the ids already synced are found first and broadcast, and only the repeated rows
@@ -44,6 +46,8 @@ def dedupe(
     if files:
         since = first_received - timedelta(days=window_days)
         seen = read_parquet(spark, storage, files, INDEX_SCHEMA, since)
+        if until is not None:
+            seen = seen.filter(F.col("received_at") < F.lit(until))
         synced = ids.join(seen.select("message_id"), "message_id", "left_semi").distinct()
         deduped = deduped.join(F.broadcast(synced), "message_id", "left_anti")
     return deduped

@@ -30,6 +30,7 @@ from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, 
 from eventlake.sync.plan import TablePlan, observe, plan_tables
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table, stage_rejected_messages
 from eventlake.sync.read import files_frame
+from eventlake.sync.replay import ReplayRange, replace_partitions, replay_files
 from eventlake.sync.report import (
     BlockedTable,
     SyncResult,
@@ -52,7 +53,7 @@ class SourceSync:
 
     def __init__(
         self, spark: SparkSession, catalog: Catalog, storage: Storage, settings: Settings,
-        source: SourceSettings, say: Say, lease: Lease | None = None,
+        source: SourceSettings, say: Say, lease: Lease | None = None, replay: ReplayRange | None = None,
     ) -> None:  # fmt: skip
         self.spark, self.catalog, self.storage, self.settings = spark, catalog, storage, settings
         self.source = source
@@ -62,6 +63,8 @@ class SourceSync:
         self.database = settings.database_name(source)
         self.lease = lease  # on an object store: checked before anything is published
         self.kept: list[DataFrame] = []  # frames persisted for the run, dropped at its end
+        self.replay = replay  # a replay's range (see :mod:`.replay`); None for a sync
+        self.window: tuple[datetime, datetime] | None = None  # the replay's [start, end)
 
     def run(self) -> SyncResult:
         for manifest in self.state.pending():
@@ -69,15 +72,24 @@ class SourceSync:
             apply(manifest, self.catalog, self.state, self.storage, self.lake)
         self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
         synced = self.state.synced_files()
-        files = [
-            f for f in list_archive_files(self.storage, self.lake, self.source.id) if f.key not in synced
-        ]
+        if self.replay is not None:
+            files, *window = replay_files(self.storage, self.lake, self.source.id, synced, self.replay)
+            self.window = (window[0], window[1])
+        else:
+            files = [
+                f for f in list_archive_files(self.storage, self.lake, self.source.id) if f.key not in synced
+            ]
         start = now_utc()
         run_id = new_run_id(start)
         if not files:
             return SyncResult(self.source.slug, self.source.id, run_id, "Nothing to do", start, now_utc())
+        doing = (
+            "syncing"
+            if self.window is None
+            else f"replaying {self.window[0]:%Y-%m-%d} to {self.window[1]:%Y-%m-%d} from"
+        )
         self.say(
-            f"syncing {len(files)} archive files ({sum(f.size for f in files) / 1e6:.1f} MB), run {run_id}"
+            f"{doing} {len(files)} archive files ({sum(f.size for f in files) / 1e6:.1f} MB), run {run_id}"
         )
         stage = RunStage(
             self.lake, self.source.id, self.source.dir_name, run_id,
@@ -120,6 +132,10 @@ class SourceSync:
         parse = functools.partial(parse_files, storage=self.storage, suppressed=suppressed)
         lines = files_frame(self.spark, [f.path for f in files])
         parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed")
+        if self.window is not None:  # a replay: the range's messages (and every shape row)
+            received = F.col("received_at")
+            in_range = (received >= F.lit(self.window[0])) & (received < F.lit(self.window[1]))
+            parsed = parsed.filter(F.col("ok").isNull() | in_range)
         dropped_user = F.coalesce(F.col("reason") == F.lit(SUPPRESSED), F.lit(False)).alias("dropped")
         totals = {
             (row["ok"], row["dropped"]): (row["n"], row["first"])
@@ -133,6 +149,7 @@ class SourceSync:
         unique = dedupe(
             self.spark, parsed.filter(F.col("ok")).drop("ok", "reason", "raw", "types"), first_received,
             layout.dedupe_index_dir(self.lake, self.source.id), self.source.dedupe_window_days, self.storage,
+            until=self.window[0] if self.window else None,
         )  # fmt: skip
         deduped = self._materialize(unique, stage, "deduped")
         observed = observe(deduped, parsed)
@@ -159,6 +176,7 @@ class SourceSync:
             rejected_messages=invalid + blocked_messages, suppressed=blocked_users,
             rejected_values=sum(f.rows for f in staged if f.kind == VALUES), notices=plan.notices,
             blocked=tuple(BlockedTable(self.database, t, plan.notices[0]) for t in plan.blocked.values()),
+            replay_from=self.window and self.window[0], replay_to=self.window and self.window[1],
         )  # fmt: skip
         return self._manifest(result, stage, files, staged, [entry for _, entry in tables]), result
 
@@ -170,11 +188,18 @@ class SourceSync:
             spec = quarantine_table(self.lake, self.database, self.source.id, self.source.table_prefix)
             entries.append(TableEntry(spec, ((stage.run_id,),), CHECK))
         entries.append(TableEntry(reports_table(self.lake), (report_partition(result),), CHECK))
+        rewrites: list = []
+        if self.window is not None:  # a replay replaces the range's partitions and records no file
+            rewrites, staged = replace_partitions(
+                self.storage, stage, self.lake, self.source, self.settings, staged, *self.window
+            )
+            files = ()
         return Manifest(
             run_id=stage.run_id,
             source_id=self.source.id,
             files=tuple(f.key for f in files),
             moves=tuple(stage.moves(staged)),
+            rewrites=tuple(rewrites),
             tables=tuple(entries),
             report_path=str(report_path(result, self.lake)),
             report=tuple(report_rows(result, self.lake, self.spark.sparkContext.applicationId)),

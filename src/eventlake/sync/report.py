@@ -88,6 +88,8 @@ class SyncResult:
     rejected_messages: int = 0
     rejected_values: int = 0
     suppressed: int = 0  # messages of suppressed userIds found in the archive: dropped
+    replay_from: datetime | None = None  # a replay's received-time range (run kind: replay)
+    replay_to: datetime | None = None
     error: str = ""
     error_code: str = ""
     notices: tuple[str, ...] = field(default=())
@@ -128,9 +130,9 @@ def report_rows(result: SyncResult, lake: Location, app_id: str = "") -> list[di
         "status": "failed" if failed else "finished",
         "error": result.error or None,
         "error_code": result.error_code or None,
-        "replay": False,
-        "replay_from": None,
-        "replay_to": None,
+        "replay": result.replay_from is not None,
+        "replay_from": format_timestamp(result.replay_from) if result.replay_from else None,
+        "replay_to": format_timestamp(result.replay_to) if result.replay_to else None,
         "emr_cluster_id": app_id or None,
         "s3_bucket": str(lake),
         "source_id": result.source_id,

@@ -1,0 +1,232 @@
+"""Replay: rebuild a source's tables for a received-time range from its raw archive.
+
+A replay is a sync run (:class:`~eventlake.sync.job.SourceSync`) over the archive files the
+ledger says are in the lake, whose day folders touch the range (a day either side, for messages
+sealed across midnight), keeping the messages received in ``[start, end)``, with three
+differences:
+
+- **dedupe** within the run and against the dedupe index's ids received before the range (the
+  range's own ids are in the index from the syncs that first brought them; the index is not
+  rewritten);
+- **commit**: every table partition of the range is *replaced*, not appended to: its new files
+  (perhaps none) are staged with a commit marker naming every file the folder holds now, and
+  switched like a compaction (:func:`eventlake.sync.commit.apply_rewrite`: one swap on a local
+  disk, outputs then marker on an object store), so a reader sees the partition's old content or
+  its new one, never both and never nothing in between; the quarantine's rows received in the
+  range are replaced the same way by the replay's own;
+- **ledger**: nothing is recorded (the files are in it already); archive files in the range not
+  synced yet are left for the next sync.
+
+The same archive and settings give the same rows and schemas (the catalog's current types: a
+value quarantined before ``schema set-type`` comes back typed). A replay is reported like a sync,
+with ``replay``, ``replay_from`` and ``replay_to`` set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from eventlake import layout
+from eventlake.archive import ArchiveFile, list_archive_files
+from eventlake.catalog.schema_file import read_schema_files
+from eventlake.config import Settings, SourceSettings
+from eventlake.errors import UsageError
+from eventlake.progress import Say, say
+from eventlake.schema import table_name
+from eventlake.storage import Location, Storage, to_location
+from eventlake.sync.compact import finish_rewrite
+from eventlake.sync.manifest import PartitionRewrite
+from eventlake.sync.quarantine import QUARANTINE_TABLE
+from eventlake.sync.report import SyncResult
+from eventlake.sync.stage import TABLE, RunStage, StagedFile, new_run_id
+
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class ReplayRange:
+    """Received days ``first`` to ``last`` (UTC), both included."""
+
+    first: date | None  # None: from the archive's first day
+    last: date | None  # None: to its last
+
+    def bounds(self, files: Sequence[ArchiveFile]) -> tuple[datetime, datetime]:
+        """``[start, end)`` in UTC, open ends closed by the archive's first and last days."""
+        days = sorted(f.day_ms for f in files)
+        first = self.first or datetime.fromtimestamp(days[0] / 1000, timezone.utc).date()
+        last = self.last or datetime.fromtimestamp(days[-1] / 1000, timezone.utc).date()
+        start = datetime.combine(first, time(), timezone.utc)
+        return start, datetime.combine(last + timedelta(days=1), time(), timezone.utc)
+
+    def describe(self) -> str:
+        return f"{self.first or 'the first day'} to {self.last or 'the last day'}"
+
+
+def parse_day(text: str, option: str) -> date:
+    """A ``--from`` / ``--to`` value: ``YYYY-MM-DD``.
+
+    >>> parse_day("2026-11-20", "--from")
+    datetime.date(2026, 11, 20)
+    """
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is not a day: use YYYY-MM-DD (e.g. 2026-11-20)") from None
+
+
+def replay_files(
+    storage: Storage, lake: Location, source_id: str, synced: set[str], wanted: ReplayRange
+) -> tuple[list[ArchiveFile], datetime, datetime]:
+    """The synced archive files a replay of ``wanted`` reads, and its ``[start, end)``. Raises
+    :class:`UsageError` when the range holds no archive file, or only files no sync has read."""
+    every = list_archive_files(storage, lake, source_id)
+    if not every:
+        raise UsageError("the source has no archive files to replay")
+    start, end = wanted.bounds(every)
+    start_ms, end_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
+    inside = [f for f in every if start_ms <= f.day_ms < end_ms]
+    if not inside:
+        raise UsageError(f"no archive files received from {wanted.describe()}: nothing to replay")
+    if not any(f.key in synced for f in inside):
+        raise UsageError(f"no archive file received from {wanted.describe()} is synced yet: run a sync first")
+    near = [f for f in every if start_ms - DAY_MS <= f.day_ms < end_ms + DAY_MS and f.key in synced]
+    return near, start, end
+
+
+def run_replay(
+    settings: Settings, slug: str, wanted: ReplayRange, *, spark=None, catalog=None, wait: bool = True,
+    say: Say = say,
+) -> SyncResult:  # fmt: skip
+    """Replay one source over ``wanted``; see the module's description."""
+    from eventlake.catalog import load_catalog
+    from eventlake.jvm.session import owned_session
+    from eventlake.sync.job import SourceSync
+    from eventlake.sync.lock import source_lock
+
+    source = settings.source(slug)
+    if wanted.first and wanted.last and wanted.first > wanted.last:
+        raise UsageError(f"--from {wanted.first} is after --to {wanted.last}")
+    storage = settings.lake.storage()
+    with owned_session(settings, "eventlake-replay", spark, say) as spark:
+        catalog = catalog or load_catalog(settings, spark)
+        with source_lock(
+            storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
+        ) as lease:
+            return SourceSync(spark, catalog, storage, settings, source, say, lease, replay=wanted).run()
+
+
+def stale_tables(settings: Settings, source: SourceSettings) -> list[str]:
+    """Tables over this source's folders under another database or name than its settings give
+    now: what a change of ``database`` or ``table_prefix`` left behind, for the user to drop."""
+    lake = settings.lake.root
+    data, quarantine = layout.source_data_dir(lake, source.dir_name), layout.quarantine_dir(lake, source.id)
+    database = settings.database_name(source)
+    stale = []
+    for spec in read_schema_files(settings.lake.storage(), lake):
+        location = to_location(spec.location)
+        if _under(location, quarantine):
+            expected = source.table_prefix + QUARANTINE_TABLE
+        elif _under(location, data) and location.name.startswith("segment_type="):
+            expected = table_name(location.name.split("=", 1)[1], source.table_prefix)
+        else:
+            continue
+        if (spec.database, spec.name) != (database, expected):
+            stale.append(spec.qualified)
+    return sorted(stale)
+
+
+def _under(location: Location, root: Location) -> bool:
+    try:
+        location.relative_to(root)  # type: ignore[arg-type]
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+# -- the commit: partitions replaced, not appended to -------------------------------------------
+
+
+def replace_partitions(
+    storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, settings: Settings,
+    staged: list[StagedFile], start: datetime, end: datetime,
+) -> tuple[list[PartitionRewrite], list[StagedFile]]:  # fmt: skip
+    """The rewrites that replace the range's table partitions with the run's staged table files
+    (moved into each folder's staged content, renamed as the rewrite's outputs) and the range's
+    quarantine rows with the run's; the staged files that are still plain moves."""
+    rewrite_id = new_run_id(start, layout.COMPACT_RUN_PREFIX)
+    outputs: dict[Location, list[str]] = {}
+    for file in (f for f in staged if f.kind == TABLE):
+        folder = to_location(str(stage.final(file))).parent
+        names = outputs.setdefault(folder, [])
+        name = layout.part_file_name(rewrite_id, len(names))
+        storage.publish(stage.staged(file), stage.rewrite_folder(folder) / name)
+        names.append(name)
+    # every partition folder of the source's tables, from the lake itself (not the catalog's schema
+    # files: after a change of database, the new one has none yet)
+    keys = layout.partition_columns(source.date_partition)
+    data = layout.source_data_dir(lake, source.dir_name)
+    listings: dict[Location, dict] = {}
+    for folder, infos in layout.partition_listing(storage, data, 1 + len(keys)).items():
+        table = folder
+        for _ in keys:
+            table = table.parent
+        values = layout.partition_values(table, folder, keys)
+        period = layout.partition_period(keys, values) if values is not None else None
+        if folder in outputs or (period is not None and start <= period[0] and period[1] <= end):
+            listings[folder] = infos
+    rewrites = []
+    for folder in sorted(set(outputs) | set(listings), key=str):
+        names = listings.get(folder, {})
+        rewrites.append(
+            finish_rewrite(
+                storage, stage, folder, stage.rewrite_folder(folder), names, outputs.get(folder, []),
+                list(names), rewrite_id,
+            )
+        )  # fmt: skip
+    rewrites += _quarantine_rewrites(storage, stage, lake, source, start, end, rewrite_id)
+    return rewrites, [f for f in staged if f.kind != TABLE]
+
+
+def _quarantine_rewrites(
+    storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, start: datetime,
+    end: datetime, rewrite_id: str,
+) -> list[PartitionRewrite]:  # fmt: skip
+    """Each quarantine file holding rows received in the range, rewritten without them (the replay
+    stages its own)."""
+    location = layout.quarantine_dir(lake, source.id)
+    rewrites = []
+    for folder, infos in sorted(
+        layout.partition_listing(storage, location, 1).items(), key=lambda i: str(i[0])
+    ):
+        outputs, replaced = [], []
+        for name in layout.partition_files(storage, folder, infos):
+            table = pq.read_table(pa.BufferReader(storage.read(infos[name].path)))
+            received = table["received_at"]
+            floor, ceiling = pa.scalar(start, received.type), pa.scalar(end, received.type)
+            inside = pc.fill_null(
+                pc.and_(pc.greater_equal(received, floor), pc.less(received, ceiling)), False
+            )
+            if not pc.any(inside).as_py():
+                continue
+            replaced.append(name)
+            kept = table.filter(pc.invert(inside))
+            if kept.num_rows:
+                output = layout.part_file_name(rewrite_id, len(outputs), prefix="")
+                with storage.open_write(stage.rewrite_folder(folder) / output) as handle:
+                    pq.write_table(kept, handle, compression="snappy")
+                outputs.append(output)
+        if replaced:
+            staged = stage.rewrite_folder(folder)
+            rewrites.append(
+                finish_rewrite(storage, stage, folder, staged, infos, outputs, replaced, rewrite_id)
+            )
+    return rewrites
+
+
+__all__ = ["QUARANTINE_TABLE", "ReplayRange", "parse_day", "replay_files", "run_replay", "stale_tables"]
