@@ -17,7 +17,7 @@ import orjson
 from eventlake import layout
 from eventlake.catalog.base import TableSpec
 from eventlake.errors import EventLakeError
-from eventlake.storage import Location, Storage
+from eventlake.storage import Location, Storage, to_location
 
 
 class SchemaFileError(EventLakeError):
@@ -101,3 +101,33 @@ def read_schema_files(
         for f in files
         if databases is None or f.path.parent.name in databases
     ]
+
+
+def source_tables(
+    storage: Storage,
+    lake: Location,
+    database: str,
+    source_id: str,
+    source_dir: str,
+    *,
+    quarantine: bool = False,
+) -> list[TableSpec]:
+    """A source's Parquet tables from their schema files: its event tables (under its data folder)
+    and, with ``quarantine``, its quarantine table; not another lake's nor another source's."""
+    roots = [layout.source_data_dir(lake, source_dir)] + (
+        [layout.quarantine_dir(lake, source_id)] if quarantine else []
+    )
+    return [
+        spec
+        for spec in read_schema_files(storage, lake, [database])
+        if spec.format == "parquet" and any(is_under(to_location(spec.location), root) for root in roots)
+    ]
+
+
+def is_under(location: Location, root: Location) -> bool:
+    """Whether ``location`` is ``root`` or below it (both local paths, or both object paths)."""
+    try:
+        location.relative_to(root)  # type: ignore[arg-type]
+        return True
+    except (ValueError, TypeError):
+        return False

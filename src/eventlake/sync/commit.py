@@ -14,14 +14,35 @@ import errno
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from eventlake.catalog import Catalog
 from eventlake.catalog.schema_file import write_schema_file
+from eventlake.config import Settings
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.local import fsync_dir
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest, PartitionRewrite
 from eventlake.sync.report import write_report_rows
 from eventlake.sync.state import SyncState
+
+
+class CatalogOnce:
+    """A run's catalog, loaded at its first use (a run that registers nothing starts no Spark):
+    ``catalog`` when given, else one from the settings on ``spark`` (None: built if needed)."""
+
+    def __init__(self, settings: Settings, spark: Any = None, catalog: Catalog | None = None) -> None:
+        self.settings, self.spark, self.catalog = settings, spark, catalog
+
+    def __call__(self) -> Catalog:
+        if self.catalog is None:
+            from eventlake.catalog import load_catalog
+
+            self.catalog = load_catalog(self.settings, self.spark)
+        return self.catalog
+
+    def for_manifest(self, manifest: Manifest) -> Catalog | None:
+        """The catalog when ``manifest`` registers tables; None when it needs none."""
+        return self() if manifest.tables else None
 
 
 def apply(

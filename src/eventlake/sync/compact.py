@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eventlake import layout
-from eventlake.catalog import Catalog, TableSpec, load_catalog
-from eventlake.catalog.schema_file import read_schema_files
+from eventlake.catalog import Catalog, TableSpec
+from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import EventLakeError, UsageError
 from eventlake.progress import Say, say
@@ -36,7 +36,7 @@ from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import FileInfo, Location, Storage, to_location
 from eventlake.storage.lease import Lease
 from eventlake.sync import SKIPPED
-from eventlake.sync.commit import apply
+from eventlake.sync.commit import CatalogOnce, apply
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.manifest import Manifest, PartitionRewrite
 from eventlake.sync.stage import RunStage, new_run_id
@@ -114,14 +114,7 @@ def compact_sources(
         raise UsageError(f"--older-than must not be negative, not {hours} hours")
     cutoff = (now or now_utc()) - timedelta(hours=hours)
     storage = settings.lake.storage()
-    catalogs: list[Catalog] = [catalog] if catalog is not None else []
-
-    def catalog_for(manifest: Manifest) -> Catalog | None:
-        if not manifest.tables:
-            return None
-        if not catalogs:
-            catalogs.append(load_catalog(settings, spark))
-        return catalogs[0]
+    catalog_for = CatalogOnce(settings, spark, catalog).for_manifest
 
     results = []
     for source in sources:
@@ -172,17 +165,9 @@ class SourceCompaction:
         )  # fmt: skip
 
     def tables(self) -> list[TableSpec]:
-        """The source's event tables (from their schema files): Parquet under its data folder."""
-        data = layout.source_data_dir(self.lake, self.source.dir_name)
-        found = []
-        for spec in read_schema_files(self.storage, self.lake, [self.settings.database_name(self.source)]):
-            try:
-                to_location(spec.location).relative_to(data)  # type: ignore[arg-type]
-            except (ValueError, TypeError):
-                continue  # the quarantine table, or a table of another lake
-            if spec.format == "parquet":
-                found.append(spec)
-        return found
+        """The source's event tables (from their schema files)."""
+        database = self.settings.database_name(self.source)
+        return source_tables(self.storage, self.lake, database, self.source.id, self.source.dir_name)
 
     def table(self, spec: TableSpec, cutoff: datetime) -> CompactedTable:
         """Compact the table's partitions that ended before ``cutoff``, a batch per manifest."""

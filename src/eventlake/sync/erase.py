@@ -39,14 +39,14 @@ import pyarrow.parquet as pq
 
 from eventlake import layout
 from eventlake.archive import SuppressionList, list_archive_files, read_archive_lines
-from eventlake.catalog import Catalog, TableSpec, load_catalog
-from eventlake.catalog.schema_file import read_schema_files
+from eventlake.catalog import Catalog, TableSpec
+from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.storage import Storage, to_location
 from eventlake.sync import SKIPPED
-from eventlake.sync.commit import apply
+from eventlake.sync.commit import CatalogOnce, apply
 from eventlake.sync.compact import finish_rewrite
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.manifest import Manifest
@@ -111,14 +111,7 @@ def delete_user(
         raise UsageError("no sources configured: add one with `eventlake sources add SLUG`")
     requested_by = requested_by or getpass.getuser()
     storage = settings.lake.storage()
-    catalogs: list[Catalog] = [catalog] if catalog is not None else []
-
-    def catalog_for(manifest: Manifest) -> Catalog | None:
-        if not manifest.tables:
-            return None
-        if not catalogs:
-            catalogs.append(load_catalog(settings, spark))
-        return catalogs[0]
+    catalog_for = CatalogOnce(settings, spark, catalog).for_manifest
 
     results = []
     for source in sources:
@@ -234,11 +227,10 @@ class SourceErasure:
 
     def tables(self) -> list[TableSpec]:
         """The source's tables (schema files): its event tables and its quarantine."""
-        return [
-            spec
-            for spec in read_schema_files(self.storage, self.lake, [self.settings.database_name(self.source)])
-            if spec.format == "parquet" and _under(spec, self.lake, self.source)
-        ]
+        database = self.settings.database_name(self.source)
+        return source_tables(
+            self.storage, self.lake, database, self.source.id, self.source.dir_name, quarantine=True
+        )
 
     def table(self, spec: TableSpec, identity: Identity, result: ErasureResult) -> None:
         location = to_location(spec.location)
@@ -325,17 +317,6 @@ def _rows_to_keep(table: pa.Table, identity: Identity) -> pa.ChunkedArray | None
 def _key(user_id: str) -> str:
     """A file name for a userId (which may hold any character)."""
     return hashlib.sha256(user_id.encode()).hexdigest()[:32]
-
-
-def _under(spec: TableSpec, lake, source: SourceSettings) -> bool:
-    location = to_location(spec.location)
-    for root in (layout.source_data_dir(lake, source.dir_name), layout.quarantine_dir(lake, source.id)):
-        try:
-            location.relative_to(root)  # type: ignore[arg-type]
-            return True
-        except (ValueError, TypeError):
-            continue
-    return False
 
 
 def _loads(line: bytes) -> object | None:

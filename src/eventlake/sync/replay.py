@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from eventlake import layout
 from eventlake.archive import ArchiveFile, list_archive_files
-from eventlake.catalog.schema_file import read_schema_files
+from eventlake.catalog.schema_file import is_under, read_schema_files
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
@@ -130,23 +130,15 @@ def stale_tables(settings: Settings, source: SourceSettings) -> list[str]:
     stale = []
     for spec in read_schema_files(settings.lake.storage(), lake):
         location = to_location(spec.location)
-        if _under(location, quarantine):
+        if is_under(location, quarantine):
             expected = source.table_prefix + QUARANTINE_TABLE
-        elif _under(location, data) and location.name.startswith("segment_type="):
+        elif is_under(location, data) and location.name.startswith("segment_type="):
             expected = table_name(location.name.split("=", 1)[1], source.table_prefix)
         else:
             continue
         if (spec.database, spec.name) != (database, expected):
             stale.append(spec.qualified)
     return sorted(stale)
-
-
-def _under(location: Location, root: Location) -> bool:
-    try:
-        location.relative_to(root)  # type: ignore[arg-type]
-        return True
-    except (ValueError, TypeError):
-        return False
 
 
 # -- the commit: partitions replaced, not appended to -------------------------------------------

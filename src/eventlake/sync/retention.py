@@ -22,12 +22,13 @@ from datetime import datetime, timedelta, timezone
 from eventlake import layout
 from eventlake.archive import list_archive_files
 from eventlake.catalog import Catalog, TableSpec
-from eventlake.catalog.schema_file import read_schema_files
+from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.storage import Storage, to_location
 from eventlake.sync import SKIPPED
+from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc
@@ -71,14 +72,7 @@ def apply_retention(
         raise UsageError("no sources configured: add one with `eventlake sources add SLUG`")
     now = now or now_utc()
     storage = settings.lake.storage()
-    catalogs: list[Catalog] = [catalog] if catalog is not None else []
-
-    def catalog_once() -> Catalog:
-        if not catalogs:
-            from eventlake.catalog import load_catalog
-
-            catalogs.append(load_catalog(settings, spark))
-        return catalogs[0]
+    catalog_once = CatalogOnce(settings, spark, catalog)
 
     results = []
     for source in sources:
@@ -152,17 +146,9 @@ class SourceRetention:
             self._table(spec, cutoff, result)
 
     def _event_tables(self) -> list[TableSpec]:
-        """The source's event tables (schema files): Parquet under its data folder."""
-        data = layout.source_data_dir(self.lake, self.source.dir_name)
-        found = []
-        for spec in read_schema_files(self.storage, self.lake, [self.settings.database_name(self.source)]):
-            try:
-                to_location(spec.location).relative_to(data)  # type: ignore[arg-type]
-            except (ValueError, TypeError):
-                continue  # the quarantine table, or a table of another lake
-            if spec.format == "parquet" and spec.partition_keys:
-                found.append(spec)
-        return found
+        database = self.settings.database_name(self.source)
+        tables = source_tables(self.storage, self.lake, database, self.source.id, self.source.dir_name)
+        return [spec for spec in tables if spec.partition_keys]
 
     def _table(self, spec: TableSpec, cutoff: datetime, result: RetentionResult) -> None:
         location = to_location(spec.location)
