@@ -146,3 +146,22 @@ def test_a_new_database_name_is_filled_by_a_replay_and_the_old_tables_are_listed
     old = synced.source.database
     assert f"{old}.track_order_completed" in stale_tables(settings, moved)
     assert f"{moved.database}.track_order_completed" not in stale_tables(settings, moved)
+
+
+def test_a_replay_of_some_tables_leaves_the_others_alone(synced: Lake, spark) -> None:
+    synced.archive(
+        [{"type": "identify", "userId": "u1", "messageId": "i-1", "traits": {"plan": "pro"}}], DAY_2
+    )
+    run_sync(synced.settings, [synced.slug], spark=spark, say=quiet)
+    identify = Path(layout.table_dir(synced.settings.lake.root, synced.source.id, "identify"))
+    before = {str(p): p.stat().st_mtime_ns for p in identify.rglob("*")}
+    table = f"{synced.source.database}.track_order_completed"
+    set_column_type(synced.settings, spark, table, "properties_plan", "string", quiet)
+    result = replay(synced, spark, dataclasses.replace(RANGE, tables=("track_order_completed",)))
+    assert [t.table for t in result.tables] == ["track_order_completed"] and result.rows == 2
+    assert {str(p): p.stat().st_mtime_ns for p in identify.rglob("*")} == before
+    assert rows(synced, spark, "duckdb")[2] == ("d2-a", "pro")
+    with pytest.raises(
+        UsageError, match="no table nope in this source: its tables are identify, track_order_completed"
+    ):
+        replay(synced, spark, dataclasses.replace(RANGE, tables=("nope",)))

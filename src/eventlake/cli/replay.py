@@ -18,11 +18,22 @@ from eventlake.cli.render import format_option, render
 @click.option(
     "--to", "last", metavar="DAY", help="Last received day, included (default: the archive's last)."
 )
+@click.option(
+    "--table", "tables", multiple=True, metavar="TABLE", help="Only this table of the source (repeatable)."
+)
 @click.option("--no-wait", is_flag=True, help="Fail instead of waiting for a running sync of the source.")
 @format_option
 @pass_context
 @handle_errors
-def replay(ctx: Context, slug: str, first: str | None, last: str | None, no_wait: bool, fmt: str) -> None:
+def replay(
+    ctx: Context,
+    slug: str,
+    first: str | None,
+    last: str | None,
+    tables: tuple[str, ...],
+    no_wait: bool,
+    fmt: str,
+) -> None:
     """Rebuild the source's tables for the messages received from --from to --to.
 
     Reads the synced archive files of the range again with today's settings and schemas (after
@@ -36,13 +47,14 @@ def replay(ctx: Context, slug: str, first: str | None, last: str | None, no_wait
     Examples:
       eventlake replay --source web --from 2026-11-01 --to 2026-11-07
       eventlake replay --source web            # the whole archive
+      eventlake replay --source web --table track_order_completed --from 2026-11-01
     """
     from eventlake.sync import SyncBusyError
     from eventlake.sync.replay import ReplayRange, parse_day, run_replay, stale_tables
 
     settings = ctx.settings()
     wanted = ReplayRange(
-        parse_day(first, "--from") if first else None, parse_day(last, "--to") if last else None
+        parse_day(first, "--from") if first else None, parse_day(last, "--to") if last else None, tables
     )
     try:
         result = run_replay(settings, slug, wanted, wait=not no_wait)

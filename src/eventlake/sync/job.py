@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from eventlake import layout
 from eventlake.archive import ArchiveFile, SuppressionList, list_archive_files
 from eventlake.catalog import Catalog, TableSpec
+from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say
 from eventlake.storage import Storage
@@ -65,6 +66,7 @@ class SourceSync:
         self.kept: list[DataFrame] = []  # frames persisted for the run, dropped at its end
         self.replay = replay  # a replay's range (see :mod:`.replay`); None for a sync
         self.window: tuple[datetime, datetime] | None = None  # the replay's [start, end)
+        self.segment_types: frozenset[str] | None = None  # a replay of some tables: theirs
 
     def run(self) -> SyncResult:
         for manifest in self.state.pending():
@@ -75,6 +77,10 @@ class SourceSync:
         if self.replay is not None:
             files, *window = replay_files(self.storage, self.lake, self.source.id, synced, self.replay)
             self.window = (window[0], window[1])
+            known = [t.name for t in source_tables(
+                self.storage, self.lake, self.database, self.source.id, self.source.dir_name
+            )]  # fmt: skip
+            self.segment_types = self.replay.segment_types(self.source.table_prefix, known)
         else:
             files = [
                 f for f in list_archive_files(self.storage, self.lake, self.source.id) if f.key not in synced
@@ -136,6 +142,8 @@ class SourceSync:
             received = F.col("received_at")
             in_range = (received >= F.lit(self.window[0])) & (received < F.lit(self.window[1]))
             parsed = parsed.filter(F.col("ok").isNull() | in_range)
+            if self.segment_types is not None:  # some tables: their messages (no rejected ones)
+                parsed = parsed.filter(F.col("ok").isNull() | F.col("segment_type").isin(*self.segment_types))
         dropped_user = F.coalesce(F.col("reason") == F.lit(SUPPRESSED), F.lit(False)).alias("dropped")
         totals = {
             (row["ok"], row["dropped"]): (row["n"], row["first"])
@@ -191,7 +199,7 @@ class SourceSync:
         rewrites: list = []
         if self.window is not None:  # a replay replaces the range's partitions and records no file
             rewrites, staged = replace_partitions(
-                self.storage, stage, self.lake, self.source, self.settings, staged, *self.window
+                self.storage, stage, self.lake, self.source, staged, *self.window, self.segment_types
             )
             files = ()
         return Manifest(

@@ -55,6 +55,7 @@ class ReplayRange:
 
     first: date | None  # None: from the archive's first day
     last: date | None  # None: to its last
+    tables: tuple[str, ...] = ()  # only these tables of the source (names as in the catalog); (): all
 
     def bounds(self, files: Sequence[ArchiveFile]) -> tuple[datetime, datetime]:
         """``[start, end)`` in UTC, open ends closed by the archive's first and last days."""
@@ -63,6 +64,17 @@ class ReplayRange:
         last = self.last or datetime.fromtimestamp(days[-1] / 1000, timezone.utc).date()
         start = datetime.combine(first, time(), timezone.utc)
         return start, datetime.combine(last + timedelta(days=1), time(), timezone.utc)
+
+    def segment_types(self, prefix: str, known: list[str]) -> frozenset[str] | None:
+        """The segment types of :attr:`tables` (None: every table). Raises :class:`UsageError`
+        naming the source's tables for a name it does not have."""
+        if not self.tables:
+            return None
+        unknown = [t for t in self.tables if t not in known]
+        if unknown:
+            tables = ", ".join(sorted(known)) or "none"
+            raise UsageError(f"no table {', '.join(unknown)} in this source: its tables are {tables}")
+        return frozenset(t.removeprefix(prefix) for t in self.tables)
 
     def describe(self) -> str:
         return f"{self.first or 'the first day'} to {self.last or 'the last day'}"
@@ -145,12 +157,13 @@ def stale_tables(settings: Settings, source: SourceSettings) -> list[str]:
 
 
 def replace_partitions(
-    storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, settings: Settings,
-    staged: list[StagedFile], start: datetime, end: datetime,
+    storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, staged: list[StagedFile],
+    start: datetime, end: datetime, segment_types: frozenset[str] | None = None,
 ) -> tuple[list[PartitionRewrite], list[StagedFile]]:  # fmt: skip
-    """The rewrites that replace the range's table partitions with the run's staged table files
-    (moved into each folder's staged content, renamed as the rewrite's outputs) and the range's
-    quarantine rows with the run's; the staged files that are still plain moves."""
+    """The rewrites that replace the range's table partitions (of ``segment_types``, None: all)
+    with the run's staged table files (moved into each folder's staged content, renamed as the
+    rewrite's outputs) and the range's quarantine rows with the run's; the staged files that are
+    still plain moves."""
     rewrite_id = new_run_id(start, layout.COMPACT_RUN_PREFIX)
     outputs: dict[Location, list[str]] = {}
     for file in (f for f in staged if f.kind == TABLE):
@@ -168,6 +181,8 @@ def replace_partitions(
         table = folder
         for _ in keys:
             table = table.parent
+        if segment_types is not None and table.name.removeprefix("segment_type=") not in segment_types:
+            continue
         values = layout.partition_values(table, folder, keys)
         period = layout.partition_period(keys, values) if values is not None else None
         if folder in outputs or (period is not None and start <= period[0] and period[1] <= end):
@@ -181,16 +196,17 @@ def replace_partitions(
                 list(names), rewrite_id,
             )
         )  # fmt: skip
-    rewrites += _quarantine_rewrites(storage, stage, lake, source, start, end, rewrite_id)
+    tables = None if segment_types is None else {table_name(t, source.table_prefix) for t in segment_types}
+    rewrites += _quarantine_rewrites(storage, stage, lake, source, start, end, rewrite_id, tables)
     return rewrites, [f for f in staged if f.kind != TABLE]
 
 
 def _quarantine_rewrites(
     storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, start: datetime,
-    end: datetime, rewrite_id: str,
+    end: datetime, rewrite_id: str, tables: set[str] | None,
 ) -> list[PartitionRewrite]:  # fmt: skip
-    """Each quarantine file holding rows received in the range, rewritten without them (the replay
-    stages its own)."""
+    """Each quarantine file holding rows received in the range (of ``tables``' values only, when
+    the replay is of some tables), rewritten without them (the replay stages its own)."""
     location = layout.quarantine_dir(lake, source.id)
     rewrites = []
     for folder, infos in sorted(
