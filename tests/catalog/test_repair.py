@@ -64,6 +64,9 @@ class MemoryCatalog(Catalog):
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         self.parts[(spec.database, spec.name)].update(partitions)
 
+    def drop_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+        self.parts[(spec.database, spec.name)].difference_update(partitions)
+
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
         return sorted(self.parts.get((database, table), ()))
 
