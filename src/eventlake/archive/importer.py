@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from eventlake import layout
+from eventlake.archive.files import list_archive_files
 from eventlake.errors import UsageError
 from eventlake.storage import FileInfo, Location, Storage
 
@@ -99,9 +100,11 @@ def import_segment_archive(
     total = sum(f.info.size for f in files)
     say(f"importing {len(files)} files ({total / 1e6:.1f} MB) from {root}")
     result = ImportResult()
+    # what earlier runs imported: one listing of the source's archive, not one per file
+    there = {f.key: f.size for f in list_archive_files(lake_storage, lake, source_id)}
     for number, segment_file in enumerate(files, 1):
         target = layout.archive_file(lake, source_id, segment_file.day_ms, imported_name(segment_file))
-        if lake_storage.exists(target) and _size(lake_storage, target) == segment_file.info.size:
+        if there.get(layout.lake_relative(lake, target)) == segment_file.info.size:
             result.skipped += 1
             continue
         data = source_storage.read(segment_file.info.path)
@@ -118,11 +121,6 @@ def import_segment_archive(
             written = result.bytes / 1e6
             say(f"{number}/{len(files)} files ({written:.1f} MB written, {result.skipped} already there)")
     return result
-
-
-def _size(storage: Storage, path: Location) -> int | None:
-    found = [info.size for info in storage.list(path.parent, path.name)]
-    return found[0] if found else None
 
 
 def _gzip_problem(data: bytes) -> str | None:

@@ -77,10 +77,11 @@ class SourceSync:
         if self.replay is not None:
             files, *window = replay_files(self.storage, self.lake, self.source.id, synced, self.replay)
             self.window = (window[0], window[1])
-            known = [t.name for t in source_tables(
-                self.storage, self.lake, self.database, self.source.id, self.source.dir_name
-            )]  # fmt: skip
-            self.segment_types = self.replay.segment_types(self.source.table_prefix, known)
+            if self.replay.tables:  # the source's table names, to refuse one it does not have
+                known = [t.name for t in source_tables(
+                    self.storage, self.lake, self.database, self.source.id, self.source.dir_name
+                )]  # fmt: skip
+                self.segment_types = self.replay.segment_types(self.source.table_prefix, known)
         else:
             files = [
                 f for f in list_archive_files(self.storage, self.lake, self.source.id) if f.key not in synced
