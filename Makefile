@@ -25,7 +25,7 @@ setup: java chromium node-deps db-servers $(INSTALLED)
 java:
 	@scripts/ensure-java.sh
 
-chromium:  ## Debian's chromium, for the analytics.js tests
+chromium:  ## Debian's chromium, for the analytics.js and web console tests
 	@scripts/ensure-chromium.sh
 
 node-deps:  ## Segment's JavaScript libraries and playwright-core, into tests/clients/node_modules

@@ -155,10 +155,12 @@ def free_port() -> int:
 
 
 def clean_environment(**settings: object) -> dict[str, str]:
-    """os.environ without eventlake's variables, plus ``EVENTLAKE__COLLECTOR__<KEY>`` overrides."""
+    """os.environ without eventlake's variables, plus ``EVENTLAKE__COLLECTOR__<KEY>`` overrides and a
+    free port for the console."""
     env = {k: v for k, v in os.environ.items() if k != "EVENTLAKE_CONFIG" and not k.startswith("EVENTLAKE__")}
     for key, value in settings.items():
         env[f"EVENTLAKE__COLLECTOR__{key.upper()}"] = str(value)
+    env["EVENTLAKE__CONSOLE__PORT"] = str(free_port())  # `eventlake up` serves the console too
     return env
 
 

@@ -113,8 +113,8 @@ def repair_catalog(
     """Recreate databases, tables, columns and partitions of the given sources (default: every
     table that has a schema file) in the configured catalog. Idempotent: what exists is kept.
 
-    ``tables`` are repaired too: tables the sync registers without a schema file (its reports
-    table). ``spark`` is an existing SparkSession for the hive catalog; otherwise one is built
+    ``tables`` are repaired too: tables the sync registers that may have no schema file yet (its
+    reports table, whose schema file the first successful run writes). ``spark`` is an existing SparkSession for the hive catalog; otherwise one is built
     from the settings and stopped at the end.
     """
     lake = settings.lake.root
@@ -127,12 +127,14 @@ def repair_catalog(
             + (f" for database {', '.join(sorted(databases))}" if databases else "")
             + ": nothing to repair (they are written by `eventlake sync`)"
         )
+    named = {(s.database, s.name) for s in specs}
+    specs = [*specs, *(t for t in tables if (t.database, t.name) not in named)]
     if settings.catalog.kind != "hive":  # the other back ends need no Spark
-        return _repair(load_catalog(settings, spark), storage, [*specs, *tables], say)
+        return _repair(load_catalog(settings, spark), storage, specs, say)
     from eventlake.jvm.session import owned_session
 
     with owned_session(settings, "eventlake-catalog-repair", spark, say) as session:
-        return _repair(load_catalog(settings, session), storage, [*specs, *tables], say)
+        return _repair(load_catalog(settings, session), storage, specs, say)
 
 
 def _repair(catalog: Catalog, storage: Storage, specs: Sequence[TableSpec], say: Say) -> RepairResult:

@@ -279,13 +279,31 @@ def reports(ctx: Context, source: str | None, limit: int, health: bool, fmt: str
         render(RUN_COLUMNS, run_history(ctx.settings(), source, limit), fmt)
 
 
+def console_settings(
+    settings: Settings, host: str | None, port: int | None, enabled: bool = True
+) -> Settings:
+    """``settings`` with the console's ``--console-host`` / ``--console-port`` (and ``--no-console``)."""
+    overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    if not enabled:
+        overrides["enabled"] = False
+    if not overrides:
+        return settings
+    return dataclasses.replace(settings, console=dataclasses.replace(settings.console, **overrides))
+
+
 @cli.command()
 @click.option("--host", help="Interface to listen on (default [collector] host).")
 @click.option("--port", type=int, help="Port to listen on (default [collector] port).")
+@click.option("--console-host", help="The web console's interface (default [console] host: 127.0.0.1).")
+@click.option("--console-port", type=int, help="The web console's port (default [console] port: 8089).")
+@click.option("--no-console", is_flag=True, help="Do not serve the web console.")
 @pass_context
 @handle_errors
-def up(ctx: Context, host: str | None, port: int | None) -> None:
-    """Run the collector and the engine, until SIGTERM or Ctrl-C.
+def up(
+    ctx: Context, host: str | None, port: int | None, console_host: str | None, console_port: int | None,
+    no_console: bool,
+) -> None:  # fmt: skip
+    """Run the collector, the engine and the web console, until SIGTERM or Ctrl-C.
 
     The engine is one long-lived Spark session (restarted if it dies) that syncs every source every
     [sync] interval_seconds (default 30: with the collector sealing every 5 s, a message is
@@ -295,14 +313,43 @@ def up(ctx: Context, host: str | None, port: int | None) -> None:
     without starting a JVM. Stopping seals the collector's spool, stops the engine (an interrupted
     sync is completed by the next one) and the project's metastore service.
 
+    The web console (sync history, freshness, schemas, quarantine, a query box) is on
+    http://127.0.0.1:8089/ ([console] host and port); on any other interface it needs
+    [console] token (or EVENTLAKE__CONSOLE__TOKEN).
+
     \b
     Example:
       eventlake up --port 8088
       eventlake sql "SELECT count(*) AS n FROM web.page"   # answered by up's engine
+      EVENTLAKE__CONSOLE__TOKEN=s3cret eventlake up --console-host 0.0.0.0
     """
     from eventlake.scheduler import run_up
 
-    run_up(ctx.settings(host=host, port=port))
+    run_up(console_settings(ctx.settings(host=host, port=port), console_host, console_port, not no_console))
+
+
+@cli.command()
+@click.option("--host", help="Interface to listen on (default [console] host: 127.0.0.1).")
+@click.option("--port", type=int, help="Port to listen on (default [console] port: 8089).")
+@pass_context
+@handle_errors
+def console(ctx: Context, host: str | None, port: int | None) -> None:
+    """Serve the web console on its own, until SIGTERM or Ctrl-C (`eventlake up` serves it too).
+
+    Overview (per source: messages accepted per minute, the oldest message not yet queryable, the
+    last sync), sync history with filters and charts, schemas with the run that added each column,
+    the quarantine with the command that fixes each kind, and a read-only query box on the DuckDB
+    engine. Off 127.0.0.1 it needs [console] token (or EVENTLAKE__CONSOLE__TOKEN).
+
+    \b
+    Example:
+      eventlake console                      # http://127.0.0.1:8089/
+      EVENTLAKE__CONSOLE__TOKEN=s3cret eventlake console --host 0.0.0.0 --port 9000
+    """
+    from eventlake.console import run_console
+    from eventlake.progress import say
+
+    run_console(console_settings(ctx.settings(), host, port), say)
 
 
 @cli.command()

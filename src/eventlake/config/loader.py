@@ -17,6 +17,7 @@ from eventlake.config.settings import (
     CatalogSettings,
     CollectorSettings,
     CompactSettings,
+    ConsoleSettings,
     LakeSettings,
     QuerySettings,
     RetentionSettings,
@@ -58,6 +59,7 @@ _SIMPLE_SECTIONS = {
     "query": QuerySettings,
     "compact": CompactSettings,
     "retention": RetentionSettings,
+    "console": ConsoleSettings,
 }
 
 
@@ -156,6 +158,13 @@ def _validate_sections(sections: dict[str, Any]) -> None:
             )
     if retention.interval_seconds < 60:
         raise ConfigError("retention.interval_seconds", f"{retention.interval_seconds}", "use >= 60")
+    console = sections["console"]
+    if not 0 < console.port < 65536:
+        raise ConfigError("console.port", f"{console.port} is not a TCP port", "use 1-65535")
+    if console.query_max_rows < 1:
+        raise ConfigError("console.query_max_rows", f"{console.query_max_rows}", "use >= 1")
+    if console.query_timeout_seconds <= 0:
+        raise ConfigError("console.query_timeout_seconds", f"{console.query_timeout_seconds}", "use > 0")
 
 
 def _validate_catalog(catalog: CatalogSettings) -> None:

@@ -121,6 +121,17 @@ class QuerySettings:
 
 
 @dataclass(frozen=True)
+class ConsoleSettings:
+    # the web console (`eventlake up` serves it beside the collector; `eventlake console` alone)
+    enabled: bool = True  # served by `eventlake up`
+    host: str = "127.0.0.1"  # any other address needs a token
+    port: int = 8089
+    token: Secret = Secret("")  # required off loopback (or EVENTLAKE__CONSOLE__TOKEN)
+    query_max_rows: int = 1000  # rows the query box shows and downloads
+    query_timeout_seconds: float = 30.0  # a query box statement is interrupted after this long
+
+
+@dataclass(frozen=True)
 class SourceSettings:
     slug: str
     id: str
@@ -149,6 +160,7 @@ class Settings:
     query: QuerySettings = field(default_factory=QuerySettings)
     compact: CompactSettings = field(default_factory=CompactSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
     sources: tuple[SourceSettings, ...] = ()
 
     def source(self, slug: str) -> SourceSettings:

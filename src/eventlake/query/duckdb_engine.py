@@ -17,6 +17,9 @@ since DuckDB's httpfs extension may not be installable: the same credentials and
 from __future__ import annotations
 
 import re
+import tempfile
+import threading
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -49,17 +52,42 @@ _TYPES = {
 }
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9_]+")
+# statements the read-only connection runs (see connect(read_only=True)); everything else is refused
+READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
 
 
 def duckdb_type(spark_type: str) -> str:
     """
     >>> duckdb_type("decimal(38,6)"), duckdb_type("timestamp"), duckdb_type("string")
     ('DECIMAL(38,6)', 'TIMESTAMP', 'VARCHAR')
+    >>> duckdb_type("array<map<string,string>>"), duckdb_type("array<struct<name:string,type:string>>")
+    ('MAP(VARCHAR, VARCHAR)[]', 'STRUCT("name" VARCHAR, "type" VARCHAR)[]')
     """
-    decimal = _DECIMAL.fullmatch(spark_type.strip())
+    text = spark_type.strip()
+    lower = text.lower()
+    if lower.startswith("array<") and lower.endswith(">"):
+        return duckdb_type(text[6:-1]) + "[]"
+    if lower.startswith("map<") and lower.endswith(">"):
+        key, value = _split_top(text[4:-1])
+        return f"MAP({duckdb_type(key)}, {duckdb_type(value)})"
+    if lower.startswith("struct<") and lower.endswith(">"):
+        fields = [field.split(":", 1) for field in _split_top(text[7:-1])]
+        return "STRUCT(" + ", ".join(f"{ident(n.strip())} {duckdb_type(t)}" for n, t in fields) + ")"
+    decimal = _DECIMAL.fullmatch(text)
     if decimal:
         return f"DECIMAL({decimal[1]},{decimal[2]})"
-    return _TYPES.get(spark_type.strip().lower(), spark_type)
+    return _TYPES.get(lower, text)
+
+
+def _split_top(text: str) -> list[str]:
+    """``a,b<c,d>`` -> ``['a', 'b<c,d>']``: the comma-separated parts outside ``<>``."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
 
 
 def ident(name: str) -> str:
@@ -71,7 +99,8 @@ def literal(text: str) -> str:
 
 
 def view_sql(spec: TableSpec, scan: str | None) -> str:
-    """``CREATE VIEW`` for one table over ``scan`` (the FROM of its Parquet files; None: no files)."""
+    """``CREATE VIEW`` for one table over ``scan`` (the FROM of its files; None: no files): its
+    columns, then its partition keys (folders of a Parquet table, fields of a JSON table's rows)."""
     columns = [f"CAST({ident(n)} AS {duckdb_type(t)}) AS {ident(n)}" for n, t in spec.columns]
     keys = [f"CAST({ident(k)} AS VARCHAR) AS {ident(k)}" for k in spec.partition_keys]
     view = f"CREATE VIEW {ident(spec.database)}.{ident(spec.name)} AS SELECT "
@@ -80,6 +109,31 @@ def view_sql(spec: TableSpec, scan: str | None) -> str:
         nulls += [f"CAST(NULL AS VARCHAR) AS {ident(k)}" for k in spec.partition_keys]
         return view + ", ".join(nulls) + " WHERE false"
     return view + ", ".join(columns + keys) + f" FROM {scan}"
+
+
+def json_scan(storage: Storage, spec: TableSpec, scratch: Path) -> str | None:
+    """The FROM clause over a JSON table's files (the sync reports: one JSON object per line, the
+    partition keys among the fields); None when it has none. On an object store the files are
+    copied into one file under ``scratch`` first (DuckDB's httpfs may not be installable)."""
+    location = to_location(spec.location)
+    files = [info.path for info in storage.list(location, _glob(spec))]
+    if not files:
+        return None
+    columns = [*spec.columns, *((k, "string") for k in spec.partition_keys)]
+    types = "{" + ", ".join(f"{literal(n)}: {literal(duckdb_type(t))}" for n, t in columns) + "}"
+    if storage.local_path(location) is not None:
+        listed = [str(storage.local_path(f)) for f in files]
+    else:
+        copy = scratch / f"{spec.database}.{spec.name}.json"
+        copy.write_bytes(b"".join(storage.read(f).rstrip(b"\n") + b"\n" for f in files))
+        listed = [str(copy)]
+    paths = "[" + ", ".join(literal(p) for p in listed) + "]"
+    return f"read_json({paths}, format = 'newline_delimited', columns = {types})"
+
+
+def _glob(spec: TableSpec) -> str:
+    """The files of a table laid out by its ``partition_path`` (``day={day}/...``), any name."""
+    return re.sub(r"\{\w+\}", "*", spec.partition_path) + "/*" if spec.partition_path else "*"
 
 
 def table_scan(con: duckdb.DuckDBPyConnection, storage: Storage, spec: TableSpec, index: int) -> str | None:
@@ -119,42 +173,96 @@ def tables_named_in(sql: str, specs: list[TableSpec]) -> list[TableSpec]:
     return named or specs
 
 
-def connect(settings: Settings, sql: str = "") -> duckdb.DuckDBPyConnection:
+def connect(
+    settings: Settings, sql: str, scratch: Path, *, read_only: bool = False
+) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB in UTC with a view per lake table named in ``sql`` (every table when
-    ``sql`` is empty), in a schema per database."""
+    ``sql`` is empty), in a schema per database; ``scratch``: a folder for copies of an object
+    store's JSON tables, kept while the connection is used.
+
+    ``read_only``: the connection then reads files only under the lake root (and ``scratch``) and
+    its settings are locked; run statements through :func:`run_read_only`, which refuses any that
+    is not a query."""
     storage = settings.lake.storage()
-    specs = [s for s in read_schema_files(storage, settings.lake.root) if s.format == "parquet"]
+    specs = [s for s in read_schema_files(storage, settings.lake.root) if s.format in ("parquet", "json")]
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
         for database in sorted({s.database for s in specs}):
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(database)}")
         for index, spec in enumerate(tables_named_in(sql, specs) if sql else specs):
-            con.execute(view_sql(spec, table_scan(con, storage, spec, index)))
+            if spec.format == "json":
+                con.execute(view_sql(spec, json_scan(storage, spec, scratch)))
+            else:
+                con.execute(view_sql(spec, table_scan(con, storage, spec, index)))
+        if read_only:
+            lake = storage.local_path(settings.lake.root)
+            allowed = [str(p).rstrip("/") + "/" for p in (lake, scratch) if p is not None]
+            con.execute(f"SET allowed_directories = [{', '.join(literal(p) for p in allowed)}]")
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
     except duckdb.Error as exc:
         con.close()
         raise QueryError(f"cannot open the lake in DuckDB: {first_line(exc)}") from None
     return con
 
 
-def run_duckdb(settings: Settings, sql: str) -> QueryResult:
-    """The rows of ``sql`` (Spark-style SQL accepted: see :func:`spark_to_duckdb`)."""
-    translated = spark_to_duckdb(sql)
-    con = connect(settings, translated)
+def check_read_only(sql: str) -> None:
+    """Refuse anything but one query (``SELECT``, ``WITH``, ``SHOW``, ``DESCRIBE``, ``EXPLAIN``)."""
     try:
-        cursor = con.execute(translated)
-        if cursor.description is None:
-            return QueryResult((), ())
-        columns = tuple(d[0] for d in cursor.description)
-        return QueryResult.of(columns, cursor.fetchall())
+        statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        hint = ""
-        if isinstance(exc, duckdb.CatalogException) and not read_schema_files(
-            settings.lake.storage(), settings.lake.root
-        ):
-            hint = (
-                f" (no table has a schema file under {settings.lake.root} yet: `eventlake sync` writes them)"
-            )
-        raise QueryError(f"query failed: {first_line(exc)}{hint}") from None
-    finally:
-        con.close()
+        raise QueryError(f"query failed: {first_line(exc)}") from None
+    if len(statements) != 1:
+        raise QueryError(f"one statement at a time, please (got {len(statements)})")
+    kind = statements[0].type.name
+    if kind not in READ_ONLY_STATEMENTS:
+        raise QueryError(f"only queries run here: a {kind} statement is refused (the console is read-only)")
+
+
+def run_duckdb(
+    settings: Settings, sql: str, *, read_only: bool = False, max_rows: int | None = None,
+    timeout: float | None = None,
+) -> QueryResult:  # fmt: skip
+    """The rows of ``sql`` (Spark-style SQL accepted: see :func:`spark_to_duckdb`).
+
+    ``read_only``: one query only, reading nothing outside the lake (see :func:`check_read_only`);
+    ``max_rows``: at most that many rows (``QueryResult.truncated`` says when more were left);
+    ``timeout``: seconds after which the statement is interrupted (a :class:`QueryError`)."""
+    translated = spark_to_duckdb(sql)
+    if read_only:
+        check_read_only(translated)
+    with tempfile.TemporaryDirectory(prefix="eventlake-duckdb-") as scratch:
+        con = connect(settings, translated, Path(scratch), read_only=read_only)
+        timer = threading.Timer(timeout, con.interrupt) if timeout else None
+        try:
+            if timer is not None:
+                timer.start()
+            return _rows(con.execute(translated), max_rows)
+        except duckdb.InterruptException:
+            raise QueryError(f"the query ran past {timeout:g} s and was stopped") from None
+        except duckdb.Error as exc:
+            raise _query_error(settings, exc) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            con.close()
+
+
+def _rows(cursor: duckdb.DuckDBPyConnection, max_rows: int | None) -> QueryResult:
+    if cursor.description is None:
+        return QueryResult((), ())
+    columns = tuple(d[0] for d in cursor.description)
+    if max_rows is None:
+        return QueryResult.of(columns, cursor.fetchall())
+    rows = cursor.fetchmany(max_rows + 1)
+    return QueryResult.of(columns, rows[:max_rows], truncated=len(rows) > max_rows)
+
+
+def _query_error(settings: Settings, exc: duckdb.Error) -> QueryError:
+    hint = ""
+    if isinstance(exc, duckdb.CatalogException) and not read_schema_files(
+        settings.lake.storage(), settings.lake.root
+    ):
+        hint = f" (no table has a schema file under {settings.lake.root} yet: `eventlake sync` writes them)"
+    return QueryError(f"query failed: {first_line(exc)}{hint}")

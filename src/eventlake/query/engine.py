@@ -26,9 +26,12 @@ class QueryError(EventLakeError):
 class QueryResult:
     columns: tuple[str, ...]
     rows: tuple[dict[str, Any], ...]
+    truncated: bool = False  # more rows than were asked for (run_duckdb's max_rows)
 
     @classmethod
-    def of(cls, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> QueryResult:
+    def of(
+        cls, columns: Sequence[str], rows: Iterable[Sequence[Any]], truncated: bool = False
+    ) -> QueryResult:
         """Rows as objects keyed by column; a name that appears twice would lose a value, so refuse it."""
         seen: set[str] = set()
         for name in columns:
@@ -36,7 +39,7 @@ class QueryResult:
                 raise QueryError(f"the result has two columns named {name!r}: name them apart with AS")
             seen.add(name)
         names = tuple(columns)
-        return cls(names, tuple(dict(zip(names, map(as_utc, row), strict=True)) for row in rows))
+        return cls(names, tuple(dict(zip(names, map(as_utc, row), strict=True)) for row in rows), truncated)
 
 
 def first_line(exc: BaseException) -> str:

@@ -1,4 +1,5 @@
-"""``eventlake up``: the collector in this process, one long-lived engine in a child process.
+"""``eventlake up``: the collector and the web console in this process, one long-lived engine in a
+child process.
 
 On the embedded Derby metastore, ``up`` first starts the project's metastore service (a Hive
 metastore JVM over Derby, see :mod:`eventlake.jvm.service`) and keeps it while it runs: the engine,
@@ -29,6 +30,8 @@ import time
 
 from eventlake.collect import run_collector
 from eventlake.config import Settings
+from eventlake.console import Console
+from eventlake.errors import UsageError
 from eventlake.jvm.service import STOP_GRACE_SECONDS, SharedMetastore
 
 RESTART_MIN_SECONDS = 1.0
@@ -147,10 +150,21 @@ def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:
 
 
 def run_up(settings: Settings) -> None:
-    """Serve the collector and the engine until SIGTERM or Ctrl-C. Blocking."""
+    """Serve the collector, the engine and the console until SIGTERM or Ctrl-C. Blocking."""
+    console = None
+    if settings.console.enabled:
+        console = Console(settings, _say)  # refuses a bind off loopback without a token, before anything
     supervisor = EngineSupervisor(settings)
     supervisor.start()
     try:
+        if console is not None:
+            try:
+                console.start()
+            except UsageError as exc:  # the collector matters more: serve without the console
+                _say(f"no console: {exc}")
+                console = None
         run_collector(settings)
     finally:
+        if console is not None:
+            console.stop()
         supervisor.stop()

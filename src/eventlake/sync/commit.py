@@ -78,8 +78,7 @@ def apply(
             raise ValueError(f"run {manifest.run_id}: unknown table change {entry.change!r}")
         if entry.partitions:
             catalog.add_partitions(spec, list(entry.partitions))
-        if spec.format == "parquet":
-            write_schema_file(storage, lake, spec)
+        write_schema_file(storage, lake, spec)  # the reports table's too: the DuckDB engine reads it
     storage.commit(to_location(final) for _, final in manifest.moves)  # durable before the ledger says so
     if manifest.files:
         state.record_synced(manifest.run_id, list(manifest.files))
