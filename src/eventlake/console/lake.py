@@ -66,10 +66,7 @@ class Run:
     notices: tuple[str, ...]
     replay: bool
     tables: tuple[TableRun, ...]
-
-    @property
-    def day(self) -> str:
-        return self.start.strftime("%Y-%m-%d")
+    day: str  # the UTC day it started (the report's partition)
 
     @property
     def duration_s(self) -> float:
@@ -115,7 +112,7 @@ def run_from_rows(rows: list[dict[str, Any]], slugs: dict[str, str]) -> Run | No
         head.get("duplicates_dropped") or 0, head.get("rejected_messages") or 0,
         head.get("rejected_values") or 0, head.get("suppressed") or 0, head.get("input_files") or 0,
         head.get("bytes_in") or 0, head.get("error") or "", head.get("error_code") or "",
-        tuple(head.get("notices") or ()), bool(head.get("replay")), tables,
+        tuple(head.get("notices") or ()), bool(head.get("replay")), tables, start.strftime("%Y-%m-%d"),
     )  # fmt: skip
 
 
@@ -283,7 +280,9 @@ class LakeWatch:
         for run in runs:
             if run.day < labels[0]:
                 break  # newest first
-            totals.setdefault(run.source, dict.fromkeys(labels, 0))[run.day] += run.rows
+            if run.source not in totals:
+                totals[run.source] = dict.fromkeys(labels, 0)
+            totals[run.source][run.day] += run.rows
         return {slug: list(counts.items()) for slug, counts in totals.items()}
 
     def column_runs(self, database: str, table: str) -> dict[str, str]:
