@@ -64,6 +64,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_for_page(url: str, process: subprocess.Popen) -> str:
+    """A page of the web console, once it answers with the lake read."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                page = response.read().decode()
+            if "lake read 20" in page:  # the console has read the lake once
+                return page
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"the console did not answer at {url}")
+
+
 def wait_healthy(url: str, process: subprocess.Popen) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -238,6 +253,20 @@ def main() -> None:
 
     step("eventlake reports")
     eventlake("reports")
+
+    console_port = free_port()
+    step(f"eventlake console --port {console_port}  (eventlake up serves it too)")
+    console = subprocess.Popen([EVENTLAKE, "console", "--port", str(console_port)], cwd=RUN)
+    try:
+        page = wait_for_page(f"http://127.0.0.1:{console_port}/runs", console)
+        runs = page.count('<tr><td><a href="/runs/')
+        tables = wait_for_page(f"http://127.0.0.1:{console_port}/schemas", console).count('href="/schemas/')
+        print(
+            f"the web console shows {runs} sync runs and {tables} tables at http://127.0.0.1:{console_port}/"
+        )
+    finally:
+        console.send_signal(signal.SIGTERM)
+        console.wait(30)
     print(
         f"\ndemo finished in {time.monotonic() - started:.0f} s; the project is in {RUN.relative_to(ROOT)}/ "
         f'(try: cd {RUN.relative_to(ROOT)} && {EVENTLAKE} sql "SHOW TABLES IN web")'
