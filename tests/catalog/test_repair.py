@@ -36,6 +36,10 @@ class MemoryCatalog(Catalog):
         self.databases: set[str] = set()
         self.tables: dict[tuple[str, str], TableSpec] = {}
         self.parts: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self.views: dict[tuple[str, str], tuple[Column, ...]] = {}
+
+    def replace_views(self, database: str, views) -> None:
+        self.views.update({(database, v.name): v.columns for v in views})
 
     def ensure_database(self, name: str) -> None:
         self.databases.add(name)

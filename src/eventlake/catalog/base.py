@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from eventlake import layout
 from eventlake.errors import ConfigError, DependencyError
+from eventlake.schema.warehouse import View
 from eventlake.storage import storage_scheme
 
 if TYPE_CHECKING:
@@ -95,6 +96,11 @@ class Catalog(ABC):
     @abstractmethod
     def drop_database(self, database: str) -> None:
         """Remove the database and its tables from the catalog (files stay); missing is not an error."""
+
+    @abstractmethod
+    def replace_views(self, database: str, views: Sequence[View]) -> None:
+        """Create or replace these warehouse views (see :mod:`eventlake.schema.warehouse`) over
+        ``database``'s tables, so that they have the tables' columns as they are now."""
 
     def ensure_table(self, spec: TableSpec) -> tuple[Column, ...]:
         """Create the table or append the columns it lacks; returns the columns that were added."""

@@ -14,13 +14,17 @@ with the Glue Data Catalog as its Hive metastore and the lake root on S3.
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
+
 from eventlake.catalog.base import Catalog, Column, TableSpec
 from eventlake.config import CatalogSettings
 from eventlake.errors import ConfigError, DependencyError, EventLakeError, PermissionsError
+from eventlake.schema.warehouse import View, view_sql
 
 PARTITION_BATCH = 100  # BatchCreatePartition's limit
 DELETE_BATCH = 25  # BatchDeletePartition's limit
@@ -337,6 +341,18 @@ class GlueCatalog(Catalog):
             Name=table,
         )
 
+    def replace_views(self, database: str, views: Sequence[View]) -> None:
+        """Athena's views (Presto views: the SQL and its columns, base64-encoded in the view text),
+        created or replaced."""
+        for view in views:
+            table_input = athena_view(database, view)
+            found = self._get_table(database, view.name)
+            operation = "update_table" if found is not None else "create_table"
+            self._call(
+                operation, f"{'replacing' if found else 'creating'} view {database}.{view.name}",
+                DatabaseName=database, TableInput=table_input,
+            )  # fmt: skip
+
     def drop_database(self, database: str) -> None:
         for table in self.list_tables(database):
             self.drop_table(database, table)
@@ -353,3 +369,45 @@ class GlueCatalog(Catalog):
         descriptor["Columns"] = [{"Name": name, "Type": kind} for name, kind in columns]
         descriptor["Location"] = location
         return descriptor
+
+
+# eventlake's column types in Athena's (Presto/Trino) SQL
+_ATHENA_TYPES = {"string": "varchar", "bigint": "bigint", "boolean": "boolean", "timestamp": "timestamp",
+                 "double": "double"}  # fmt: skip
+
+
+def _athena_type(kind: str) -> str:
+    return _ATHENA_TYPES.get(kind, kind)  # decimal(38,6) is spelled the same
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def athena_view(database: str, view: View) -> dict[str, Any]:
+    """A Glue ``TableInput`` for ``view`` as Athena creates one (``CREATE VIEW`` in Athena): a
+    ``VIRTUAL_VIEW`` whose ``ViewOriginalText`` is ``/* Presto View: <base64 JSON> */``."""
+    sql = view_sql(view, database, _quote, _athena_type)
+    document = {
+        "originalSql": sql,
+        "catalog": "awsdatacatalog",
+        "schema": database,
+        "columns": [{"name": name, "type": _athena_type(kind)} for name, kind in view.columns],
+        "owner": "eventlake",
+        "runAsInvoker": False,
+        "properties": {},
+    }
+    encoded = base64.b64encode(orjson.dumps(document)).decode()
+    return {
+        "Name": view.name,
+        "TableType": "VIRTUAL_VIEW",
+        "Parameters": {"presto_view": "true", "comment": "Presto View"},
+        "ViewOriginalText": f"/* Presto View: {encoded} */",
+        "ViewExpandedText": "/* Presto View */",
+        "StorageDescriptor": {
+            "Columns": [{"Name": name, "Type": kind} for name, kind in view.columns],
+            "SerdeInfo": {},
+            "Location": "",
+        },
+        "PartitionKeys": [],
+    }

@@ -22,6 +22,7 @@ from pyspark.errors.exceptions.captured import convert_exception
 from pyspark.sql import SparkSession
 
 from eventlake.catalog.base import Catalog, Column, TableSpec
+from eventlake.schema.warehouse import View, view_sql
 from eventlake.storage import hadoop_uri
 
 # partitions per ALTER TABLE statement (Spark hands them to the metastore 100 per call,
@@ -271,6 +272,11 @@ class HiveCatalog(Catalog):
             return []
         rows = self.spark.sql(f"SHOW PARTITIONS {_ident(database)}.{_ident(table)}").collect()
         return sorted(_partition_values(row[0]) for row in rows)
+
+    def replace_views(self, database: str, views: Sequence[View]) -> None:
+        for view in views:  # Spark views in the metastore: Spark, the Thrift server and dbt-spark read them
+            name = f"{_ident(database)}.{_ident(view.name)}"
+            self.spark.sql(f"CREATE OR REPLACE VIEW {name} AS {view_sql(view, database, _ident)}")
 
     def drop_table(self, database: str, table: str) -> None:
         self._forget(database, table)

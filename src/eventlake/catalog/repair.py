@@ -17,6 +17,7 @@ from typing import Any
 from eventlake import layout, progress
 from eventlake.catalog.base import Catalog, Column, TableSpec, load_catalog
 from eventlake.catalog.schema_file import read_schema_files
+from eventlake.catalog.views import database_views
 from eventlake.config import Settings
 from eventlake.errors import UsageError
 from eventlake.progress import Say
@@ -68,6 +69,7 @@ class RepairedTable:
 @dataclass(frozen=True)
 class RepairResult:
     tables: tuple[RepairedTable, ...]
+    views: tuple[str, ...] = ()  # the warehouse views created or replaced (database.view)
 
     @property
     def created(self) -> int:
@@ -113,9 +115,13 @@ def repair_catalog(
     """Recreate databases, tables, columns and partitions of the given sources (default: every
     table that has a schema file) in the configured catalog. Idempotent: what exists is kept.
 
+    Each source's warehouse views (``tracks``, ``pages``, ... see :mod:`eventlake.schema.warehouse`)
+    are created or replaced over its tables as they are.
+
     ``tables`` are repaired too: tables the sync registers that may have no schema file yet (its
-    reports table, whose schema file the first successful run writes). ``spark`` is an existing SparkSession for the hive catalog; otherwise one is built
-    from the settings and stopped at the end.
+    reports table, whose schema file the first successful run writes). ``spark`` is an existing
+    SparkSession for the hive catalog; otherwise one is built from the settings and stopped at the
+    end.
     """
     lake = settings.lake.root
     databases = {settings.database_name(settings.source(s)) for s in slugs} or None
@@ -149,4 +155,12 @@ def _repair(catalog: Catalog, storage: Storage, specs: Sequence[TableSpec], say:
             + (f"; {table.notice}" if table.notice else "")
         )
         repaired.append(table)
-    return RepairResult(tuple(repaired))
+    views = []
+    for database, found in database_views(specs):
+        catalog.replace_views(database, found.views)
+        views += [f"{database}.{v.name}" for v in found.views]
+        say(
+            f"{database}: warehouse views {', '.join(v.name for v in found.views)}"
+            + (f" (not made, named like lake tables: {', '.join(found.skipped)})" if found.skipped else "")
+        )
+    return RepairResult(tuple(repaired), tuple(views))

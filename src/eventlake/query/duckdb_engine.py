@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
@@ -28,10 +29,13 @@ import pyarrow.dataset as ds
 from eventlake import layout
 from eventlake.catalog.base import TableSpec
 from eventlake.catalog.schema_file import read_schema_files
+from eventlake.catalog.views import database_views
 from eventlake.config import Settings
 from eventlake.query.dialect import spark_to_duckdb
 from eventlake.query.engine import QueryError, QueryResult, first_line
 from eventlake.schema.arrow import arrow_schema
+from eventlake.schema.warehouse import Views
+from eventlake.schema.warehouse import view_sql as warehouse_sql
 from eventlake.storage import Storage, to_location
 from eventlake.storage.arrow import arrow_filesystem
 
@@ -160,16 +164,24 @@ def table_scan(con: duckdb.DuckDBPyConnection, storage: Storage, spec: TableSpec
     return ident(name)
 
 
-def tables_named_in(sql: str, specs: list[TableSpec]) -> list[TableSpec]:
-    """The tables a query can refer to: those whose name appears in it as a word (all of them when
-    none does, for ``SHOW TABLES`` or ``information_schema``). Only their files are opened.
+def tables_named_in(
+    sql: str, specs: list[TableSpec], views: Sequence[tuple[str, Views]] = ()
+) -> list[TableSpec]:
+    """The tables a query can refer to: those whose name appears in it as a word, and those the
+    warehouse views it names read (all of them when none does, for ``SHOW TABLES`` or
+    ``information_schema``). Only their files are opened.
 
     >>> specs = [TableSpec("web", n, (), (), "/l") for n in ("page", "identify")]
     >>> [s.name for s in tables_named_in("SELECT count(*) FROM web.page", specs)]
     ['page']
     """
     words = {w.lower() for w in _WORD.findall(sql)}
-    named = [s for s in specs if s.name.lower() in words]
+    wanted = {(s.database, s.name) for s in specs if s.name.lower() in words}
+    for database, found in views:
+        for view in found.views:
+            if view.name.lower() in words:
+                wanted.update((database, select.table) for select in view.selects)
+    named = [s for s in specs if (s.database, s.name) in wanted]
     return named or specs
 
 
@@ -180,21 +192,32 @@ def connect(
     ``sql`` is empty), in a schema per database; ``scratch``: a folder for copies of an object
     store's JSON tables, kept while the connection is used.
 
+    Each source's warehouse views (``tracks``, ``pages``, ``users``, one per event: see
+    :mod:`eventlake.schema.warehouse`) are defined over its tables, as the catalog has them.
+
     ``read_only``: the connection then reads files only under the lake root (and ``scratch``) and
-    its settings are locked; run statements through :func:`run_read_only`, which refuses any that
-    is not a query."""
+    its settings are locked; :func:`run_duckdb` with ``read_only`` also refuses any statement that
+    is not a query (:func:`check_read_only`)."""
     storage = settings.lake.storage()
     specs = [s for s in read_schema_files(storage, settings.lake.root) if s.format in ("parquet", "json")]
+    views = database_views(specs)
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
         for database in sorted({s.database for s in specs}):
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(database)}")
-        for index, spec in enumerate(tables_named_in(sql, specs) if sql else specs):
+        opened = tables_named_in(sql, specs, views) if sql else specs
+        for index, spec in enumerate(opened):
             if spec.format == "json":
                 con.execute(view_sql(spec, json_scan(storage, spec, scratch)))
             else:
                 con.execute(view_sql(spec, table_scan(con, storage, spec, index)))
+        have = {(s.database, s.name) for s in opened}
+        for database, found in views:  # the warehouse views whose tables are open
+            for view in found.views:
+                if all((database, select.table) in have for select in view.selects):
+                    select = warehouse_sql(view, database, ident, duckdb_type)
+                    con.execute(f"CREATE VIEW {ident(database)}.{ident(view.name)} AS {select}")
         if read_only:
             lake = storage.local_path(settings.lake.root)
             allowed = [str(p).rstrip("/") + "/" for p in (lake, scratch) if p is not None]

@@ -2,7 +2,8 @@
 
 Applying moves the staged files into the lake, switches the partitions a compaction rewrote to
 their new files, writes the report, registers tables, columns and partitions, writes the schema
-files and finally records the ledger. Every step is idempotent: a run killed at any point after
+files, replaces the warehouse views of a database whose tables changed, and finally records the
+ledger. Every step is idempotent: a run killed at any point after
 its manifest exists is completed by the next run; killed before, it left nothing but staging.
 """
 
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from eventlake.catalog import Catalog
-from eventlake.catalog.schema_file import write_schema_file
+from eventlake.catalog.schema_file import read_schema_files, write_schema_file
+from eventlake.catalog.views import database_views, lake_table
 from eventlake.config import Settings
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.local import fsync_dir
@@ -79,11 +81,25 @@ def apply(
         if entry.partitions:
             catalog.add_partitions(spec, list(entry.partitions))
         write_schema_file(storage, lake, spec)  # the reports table's too: the DuckDB engine reads it
+    _replace_views(manifest, catalog, storage, lake)
     storage.commit(to_location(final) for _, final in manifest.moves)  # durable before the ledger says so
     if manifest.files:
         state.record_synced(manifest.run_id, list(manifest.files))
     state.drop_pending(manifest.run_id)
     storage.delete_tree(to_location(manifest.stage))
+
+
+def _replace_views(manifest: Manifest, catalog: Catalog | None, storage: Storage, lake: Location) -> None:
+    """A run that created a lake table or changed its columns replaces its database's warehouse
+    views (``tracks``, ``pages``, one per event, ...), so that they show the new columns."""
+    changed = {
+        e.spec.database for e in manifest.tables
+        if e.change in (CREATE, ADD_COLUMNS, RETYPE) and lake_table(e.spec) is not None
+    }  # fmt: skip
+    for database in sorted(changed):
+        assert catalog is not None
+        for name, found in database_views(read_schema_files(storage, lake, [database])):
+            catalog.replace_views(name, found.views)
 
 
 # -- rewriting a partition (compaction) ---------------------------------------------------------
