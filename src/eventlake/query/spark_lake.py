@@ -18,6 +18,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from eventlake import layout
 from eventlake.catalog.base import TableSpec
+from eventlake.catalog.views import database_views
+from eventlake.schema.warehouse import view_sql
 from eventlake.storage import load_storage, to_location
 
 SOURCE_NAME = "eventlake_lake"
@@ -94,7 +96,8 @@ class LakeTableReader(DataSourceReader):
 
 
 def register_lake_tables(spark: Any, specs: list[TableSpec], root: str, endpoint: str) -> None:
-    """A table per spec in the session's (in-memory) catalog, read through the lake's storage."""
+    """A table per spec in the session's (in-memory) catalog, read through the lake's storage, and
+    each source's warehouse views over them."""
     for database in sorted({s.database for s in specs}):
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {_ident(database)}")
     for index, spec in enumerate(specs):
@@ -104,3 +107,7 @@ def register_lake_tables(spark: Any, specs: list[TableSpec], root: str, endpoint
             f"CREATE TABLE IF NOT EXISTS {_ident(spec.database)}.{_ident(spec.name)} ({_ddl(spec)}) "
             f"USING {source.source_name}"
         )
+    for database, found in database_views(specs):  # the warehouse views, as the catalog has them
+        for view in found.views:
+            name = f"{_ident(database)}.{_ident(view.name)}"
+            spark.sql(f"CREATE OR REPLACE VIEW {name} AS {view_sql(view, database, _ident)}")
