@@ -22,7 +22,8 @@ def catalog() -> None:
 @handle_errors
 def catalog_repair(ctx: Context, sources_: tuple[str, ...], fmt: str) -> None:
     """Rebuild databases, tables and partitions in the catalog from the lake's schema files and
-    partition folders (after losing or moving a metastore). What exists is kept.
+    partition folders (after losing or moving a metastore), and each source's warehouse views
+    (tracks, pages, users, one per event, ...). What exists is kept.
 
     \b
     Example:
@@ -46,7 +47,35 @@ def catalog_repair(ctx: Context, sources_: tuple[str, ...], fmt: str) -> None:
         for t in result.tables
     ]
     click.echo(
-        f"{len(result.tables)} tables ({result.created} created), {result.partitions} partitions on disk",
+        f"{len(result.tables)} tables ({result.created} created), {result.partitions} partitions on disk, "
+        f"{len(result.views)} warehouse views",
         err=True,
     )
     render(["table", "created", "columns_added", "partitions", "location", "notice"], rows, fmt)
+
+
+@catalog.command("duckdb")
+@click.argument("path", type=click.Path(dir_okay=False), default="lake.duckdb")
+@pass_context
+@handle_errors
+def catalog_duckdb(ctx: Context, path: str) -> None:
+    """Write a DuckDB database file (default lake.duckdb) holding the lake as views: a schema per
+    database, a view per table over its Parquet files, the warehouse views (tracks, pages, users,
+    one per event, ...) and __segment_datalake.sync_reports. For dbt-duckdb and BI tools (DBeaver,
+    Metabase, Superset, Rill, ...); write it again after a sync to see new files. Other schemas in
+    the file (dbt's models) are kept. Open it with the session time zone UTC (SET TimeZone='UTC').
+
+    \b
+    Example:
+      eventlake catalog duckdb lake.duckdb
+      duckdb -readonly lake.duckdb "SELECT event, count(*) FROM web.tracks GROUP BY 1"
+    """
+    from pathlib import Path
+
+    from eventlake.query.duckdb_engine import write_database_file
+
+    target = Path(path).resolve()
+    views = write_database_file(ctx.settings(), target)
+    click.echo(f"{target}: {len(views)} views over the lake", err=True)
+    for name in views:
+        click.echo(name)

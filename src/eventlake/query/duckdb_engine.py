@@ -199,25 +199,10 @@ def connect(
     its settings are locked; :func:`run_duckdb` with ``read_only`` also refuses any statement that
     is not a query (:func:`check_read_only`)."""
     storage = settings.lake.storage()
-    specs = [s for s in read_schema_files(storage, settings.lake.root) if s.format in ("parquet", "json")]
-    views = database_views(specs)
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
-        for database in sorted({s.database for s in specs}):
-            con.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(database)}")
-        opened = tables_named_in(sql, specs, views) if sql else specs
-        for index, spec in enumerate(opened):
-            if spec.format == "json":
-                con.execute(view_sql(spec, json_scan(storage, spec, scratch)))
-            else:
-                con.execute(view_sql(spec, table_scan(con, storage, spec, index)))
-        have = {(s.database, s.name) for s in opened}
-        for database, found in views:  # the warehouse views whose tables are open
-            for view in found.views:
-                if all((database, select.table) in have for select in view.selects):
-                    select = warehouse_sql(view, database, ident, duckdb_type)
-                    con.execute(f"CREATE VIEW {ident(database)}.{ident(view.name)} AS {select}")
+        define_lake(con, settings, sql, scratch)
         if read_only:
             lake = storage.local_path(settings.lake.root)
             allowed = [str(p).rstrip("/") + "/" for p in (lake, scratch) if p is not None]
@@ -228,6 +213,65 @@ def connect(
         con.close()
         raise QueryError(f"cannot open the lake in DuckDB: {first_line(exc)}") from None
     return con
+
+
+def define_lake(con: duckdb.DuckDBPyConnection, settings: Settings, sql: str, scratch: Path) -> list[str]:
+    """Create, in ``con``, a schema per database with a view per lake table named in ``sql``
+    (every table when ``sql`` is empty) and the warehouse views over them; the views' names."""
+    storage = settings.lake.storage()
+    specs = [s for s in read_schema_files(storage, settings.lake.root) if s.format in ("parquet", "json")]
+    views = database_views(specs)
+    for database in sorted({s.database for s in specs}):
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(database)}")
+    opened = tables_named_in(sql, specs, views) if sql else specs
+    made = []
+    for index, spec in enumerate(opened):
+        if spec.format == "json":
+            con.execute(view_sql(spec, json_scan(storage, spec, scratch)))
+        else:
+            con.execute(view_sql(spec, table_scan(con, storage, spec, index)))
+        made.append(spec.qualified)
+    have = {(s.database, s.name) for s in opened}
+    for database, found in views:  # the warehouse views whose tables are open
+        for view in found.views:
+            if all((database, select.table) in have for select in view.selects):
+                select = warehouse_sql(view, database, ident, duckdb_type)
+                con.execute(f"CREATE VIEW {ident(database)}.{ident(view.name)} AS {select}")
+                made.append(f"{database}.{view.name}")
+    return made
+
+
+def write_database_file(settings: Settings, path: Path) -> list[str]:
+    """A DuckDB database file with the lake's tables and warehouse views as views over its
+    Parquet files (for dbt-duckdb and BI tools): the files of each table as they are now (the same
+    as ``eventlake sql --engine duckdb`` reads), so write it again after a sync. The schemas of the
+    lake's databases are replaced whole; any other schema in the file (dbt's models) is kept.
+    The views' names."""
+    storage = settings.lake.storage()
+    if storage.local_path(settings.lake.root) is None:
+        raise QueryError(
+            f"a DuckDB file reads the lake's files from disk, and {settings.lake.root} is in a bucket "
+            "(DuckDB's httpfs extension cannot be installed here): query it with `eventlake sql` "
+            "(either engine), Spark's Thrift server or Athena"
+        )
+    specs = read_schema_files(storage, settings.lake.root)
+    try:
+        con = duckdb.connect(str(path))
+    except duckdb.Error as exc:
+        raise QueryError(
+            f"cannot open {path}: {first_line(exc)} (a dbt run or a BI tool may hold it)"
+        ) from None
+    try:
+        con.execute("BEGIN TRANSACTION")  # readers see the old views or the new ones
+        for database in sorted({s.database for s in specs}):
+            con.execute(f"DROP SCHEMA IF EXISTS {ident(database)} CASCADE")
+        made = define_lake(con, settings, "", path.parent)
+        con.execute("COMMIT")
+        return made
+    except duckdb.Error as exc:
+        raise QueryError(f"cannot write {path}: {first_line(exc)}") from None
+    finally:
+        con.close()
 
 
 def check_read_only(sql: str) -> None:
