@@ -28,6 +28,7 @@ BOTH_ENGINES = {
     "Messages per type for a source today",
     "Daily active users",
     "A funnel: Product Viewed → Order Completed",
+    "Segment-warehouse SQL: orders and revenue per user and plan",
 }
 
 
@@ -145,6 +146,12 @@ def expected(today: str) -> dict[str, list[object]]:
         "Daily active users": [[{"day": today, "active_users": 5}]],  # u1 u2 u3 u4 a5
         "A funnel: Product Viewed → Order Completed": [
             [{"day": today, "viewed_product": 4, "then_ordered": 2}]
+        ],
+        "Segment-warehouse SQL: orders and revenue per user and plan": [
+            [
+                {"id": "u1", "plan": "pro", "orders": 1, "revenue": Decimal("19.990000")},
+                {"id": "u2", "plan": "free", "orders": 1, "revenue": Decimal("5.500000")},
+            ]
         ],
         "Raw JSON or Parquet: the same count both ways": [
             [{"messages": 4, "orders": 3}],
