@@ -248,6 +248,9 @@ def partition_values(location: Location, folder: Location, keys: tuple[str, ...]
     return tuple(pair[1] for pair in pairs)
 
 
+QUARANTINE_TABLE = "_quarantine"  # a source's quarantine table: <table_prefix>_quarantine
+
+
 def quarantine_dir(lake: Location, source_id: str) -> Location:
     return lake / DATA / "quarantine" / source_id
 

@@ -38,8 +38,9 @@ class MemoryCatalog(Catalog):
         self.parts: dict[tuple[str, str], set[tuple[str, ...]]] = {}
         self.views: dict[tuple[str, str], tuple[Column, ...]] = {}
 
-    def replace_views(self, database: str, views) -> None:
+    def replace_views(self, database: str, views) -> list[str]:
         self.views.update({(database, v.name): v.columns for v in views})
+        return []
 
     def ensure_database(self, name: str) -> None:
         self.databases.add(name)

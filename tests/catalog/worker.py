@@ -135,7 +135,7 @@ class RemoteCatalog(Catalog):
     def drop_database(self, database: str) -> None:
         self.call("drop_database", database)
 
-    def replace_views(self, database: str, views: Sequence[Any]) -> None:
+    def replace_views(self, database: str, views: Sequence[Any]) -> list[str]:
         raise NotImplementedError("the contract tests drive views in the worker's own process")
 
     def close(self) -> None:

@@ -34,7 +34,7 @@ def test_the_console_reads_a_lake_on_s3(s3_lake, spark):
     assert health.oldest_unqueryable is None and health.unsynced_files == 0
 
     db = s3_lake.source.database
-    client = TestClient(create_console(settings, watch))
+    client = TestClient(create_console(settings, watch), base_url="http://127.0.0.1:8089")
     assert second.run_id in client.get("/runs").text
     assert "track_order_completed" in client.get(f"/runs/{first.run_id}").text
     schema = client.get(f"/schemas/{db}/track_order_completed").text

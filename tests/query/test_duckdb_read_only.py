@@ -45,6 +45,8 @@ def _report(lake_settings: Settings, run_id: str, status: str = "Success", rows:
         ("SET enable_external_access = true", "SET"),
         ("PRAGMA version", "PRAGMA"),
         ("DROP VIEW web.alias", "DROP"),
+        ("EXPLAIN ANALYZE COPY (SELECT 1) TO 'x.csv'", "EXPLAIN"),  # EXPLAIN ANALYZE runs it
+        ("EXPLAIN (ANALYZE) CREATE TABLE t AS SELECT 1", "EXPLAIN"),
     ],
 )
 def test_statements_that_are_not_queries_are_refused(sql: str, refused: str) -> None:
@@ -56,7 +58,8 @@ def test_one_statement_at_a_time() -> None:
     with pytest.raises(QueryError, match="one statement at a time"):
         check_read_only("SELECT 1; SELECT 2")
     check_read_only("WITH x AS (SELECT 1 AS a) SELECT * FROM x")
-    check_read_only("EXPLAIN SELECT 1")
+    check_read_only("SUMMARIZE SELECT 1 AS a")
+    check_read_only("DESCRIBE SELECT 1 AS a")
 
 
 def test_read_only_reads_the_lake_and_nothing_else(settings: Settings, tmp_path: Path) -> None:  # noqa: F811

@@ -19,7 +19,8 @@ SIGNUP = LakeTable(
 IDENTIFY = LakeTable(
     "identify", "identify",
     (("message_id", "string"), ("user_id", "string"), ("traits_plan", "string"), ("traits_email", "string"),
-     ("traits_id", "string"), ("received_at", "timestamp"), ("timestamp", "timestamp")),
+     ("traits_id", "string"), ("traits_name", "string"), ("received_at", "timestamp"),
+     ("timestamp", "timestamp")),
 )  # fmt: skip
 
 
@@ -34,7 +35,7 @@ def test_per_event_views_carry_properties_unprefixed_and_drop_reserved_names() -
     assert columns["revenue"] == "decimal(38,6)" and "context_ip" in columns
     assert list(columns)[:5] == ["id", "anonymous_id", "user_id", "event", "event_text"]
     assert list(columns)[-1] == "uuid_ts"
-    # properties.id and properties.user_id would shadow standard columns: left out, as Segment does
+    # properties.id and properties.user_id would shadow the view's own columns: left out, as Segment does
     (select,) = views["order_completed"].selects
     sources = {c.name: c.source for c in select.columns}
     assert (
@@ -59,9 +60,10 @@ def test_tracks_is_every_track_table_and_types_that_differ_become_strings() -> N
 def test_users_has_one_column_per_trait() -> None:
     views, _ = _views(IDENTIFY)
     users = views["users"]
-    assert [c for c, _ in users.columns] == ["id", "plan", "email", "received_at", "uuid_ts"]
-    assert users.latest_by == "timestamp"
+    assert [c for c, _ in users.columns] == ["id", "plan", "email", "name", "received_at", "uuid_ts"]
+    assert users.latest_by == ("timestamp", "received_at")
     assert dict(views["identifies"].columns)["plan"] == "string"
+    assert "name" in dict(views["identifies"].columns)  # only the view's own columns are reserved
 
 
 def test_every_standard_view_exists_even_without_its_table() -> None:

@@ -98,9 +98,10 @@ class Catalog(ABC):
         """Remove the database and its tables from the catalog (files stay); missing is not an error."""
 
     @abstractmethod
-    def replace_views(self, database: str, views: Sequence[View]) -> None:
+    def replace_views(self, database: str, views: Sequence[View]) -> list[str]:
         """Create or replace these warehouse views (see :mod:`eventlake.schema.warehouse`) over
-        ``database``'s tables, so that they have the tables' columns as they are now."""
+        ``database``'s tables, so that they have the tables' columns as they are now. A name
+        that a table (not a view: a dbt model, say) has is left alone: the names left, returned."""
 
     def ensure_table(self, spec: TableSpec) -> tuple[Column, ...]:
         """Create the table or append the columns it lacks; returns the columns that were added."""

@@ -341,17 +341,24 @@ class GlueCatalog(Catalog):
             Name=table,
         )
 
-    def replace_views(self, database: str, views: Sequence[View]) -> None:
+    def replace_views(self, database: str, views: Sequence[View]) -> list[str]:
         """Athena's views (Presto views: the SQL and its columns, base64-encoded in the view text),
-        created or replaced."""
+        created, or replaced when their text changed (each update is a new table version)."""
+        left = []
         for view in views:
             table_input = athena_view(database, view)
             found = self._get_table(database, view.name)
+            if found is not None and found.get("TableType") != "VIRTUAL_VIEW":
+                left.append(view.name)
+                continue
+            if found is not None and found.get("ViewOriginalText") == table_input["ViewOriginalText"]:
+                continue
             operation = "update_table" if found is not None else "create_table"
             self._call(
                 operation, f"{'replacing' if found else 'creating'} view {database}.{view.name}",
                 DatabaseName=database, TableInput=table_input,
             )  # fmt: skip
+        return left
 
     def drop_database(self, database: str) -> None:
         for table in self.list_tables(database):

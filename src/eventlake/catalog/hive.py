@@ -273,10 +273,17 @@ class HiveCatalog(Catalog):
         rows = self.spark.sql(f"SHOW PARTITIONS {_ident(database)}.{_ident(table)}").collect()
         return sorted(_partition_values(row[0]) for row in rows)
 
-    def replace_views(self, database: str, views: Sequence[View]) -> None:
+    def replace_views(self, database: str, views: Sequence[View]) -> list[str]:
+        external = self.spark._jsparkSession.sharedState().externalCatalog()
+        left = []
         for view in views:  # Spark views in the metastore: Spark, the Thrift server and dbt-spark read them
+            if external.tableExists(database, view.name):
+                if external.getTable(database, view.name).tableType().name() != "VIEW":
+                    left.append(view.name)
+                    continue
             name = f"{_ident(database)}.{_ident(view.name)}"
             self.spark.sql(f"CREATE OR REPLACE VIEW {name} AS {view_sql(view, database, _ident)}")
+        return left
 
     def drop_table(self, database: str, table: str) -> None:
         self._forget(database, table)

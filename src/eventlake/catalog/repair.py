@@ -157,10 +157,11 @@ def _repair(catalog: Catalog, storage: Storage, specs: Sequence[TableSpec], say:
         repaired.append(table)
     views = []
     for database, found in database_views(specs):
-        catalog.replace_views(database, found.views)
-        views += [f"{database}.{v.name}" for v in found.views]
+        left = catalog.replace_views(database, found.views)
+        views += [f"{database}.{v.name}" for v in found.views if v.name not in left]
+        skipped = [*found.skipped, *left]
         say(
-            f"{database}: warehouse views {', '.join(v.name for v in found.views)}"
-            + (f" (not made, named like lake tables: {', '.join(found.skipped)})" if found.skipped else "")
+            f"{database}: warehouse views {', '.join(v.name for v in found.views if v.name not in left)}"
+            + (f" (not made: tables have or could have their names: {', '.join(skipped)})" if skipped else "")
         )
     return RepairResult(tuple(repaired), tuple(views))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import csv
 import hmac
 import io
+import ipaddress
+import threading
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -24,20 +26,22 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from eventlake import layout
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import Settings
 from eventlake.console.html import bar_chart, e, line_chart, link, page, pager, status_badge, table
 from eventlake.console.lake import LakeWatch, Run
 from eventlake.query.duckdb_engine import ident, run_duckdb
 from eventlake.query.engine import QueryError, QueryResult
+from eventlake.sync.report import REPORTS_DATABASE, REPORTS_TABLE
 from eventlake.timestamps import now_utc
 
 COOKIE = "eventlake_console"
 PAGE_SIZE = 50
 SCHEMA_PAGE_SIZE = 100
 STATUSES = ("Success", "Partial Success", "Failed")
-QUARANTINE_TABLE = "_quarantine"  # eventlake.sync.quarantine's table suffix (that module needs pyspark)
-EXAMPLE_QUERY = "SELECT status, count(*) AS runs\nFROM __segment_datalake.sync_reports\nGROUP BY status"
+EXAMPLE_QUERY = f"SELECT status, count(*) AS runs\nFROM {REPORTS_DATABASE}.{REPORTS_TABLE}\nGROUP BY status"
+FORMULA_START = ("=", "+", "-", "@")  # a CSV cell starting so is a formula to a spreadsheet
 
 
 class TokenGate:
@@ -75,6 +79,51 @@ class TokenGate:
         return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
 
 
+def is_loopback(host: str) -> bool:
+    """
+    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("::1"), is_loopback("0.0.0.0")
+    (True, True, True, False)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+
+
+class SameSiteGate:
+    """ASGI middleware against other web sites using a browser that can reach the console: on a
+    loopback bind, requests must be addressed to a loopback name (a DNS-rebinding page's are not:
+    421); a form posted from another site (``Sec-Fetch-Site``, ``Origin``) is refused (403)."""
+
+    def __init__(self, app: ASGIApp, loopback: bool) -> None:
+        self.app, self.loopback = app, loopback
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Request(scope).headers
+        host = headers.get("host", "")
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        if self.loopback and name.lower() not in LOOPBACK_HOSTS:
+            why = f"421: this console answers requests for 127.0.0.1 or localhost, not {host!r}\n"
+            await PlainTextResponse(why, status_code=421)(scope, receive, send)
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            site = headers.get("sec-fetch-site", "same-origin")
+            origin = headers.get("origin")
+            if site not in ("same-origin", "none") or (origin and origin.split("://", 1)[-1] != host):
+                why = "403: a form posted from another site is refused\n"
+                await PlainTextResponse(why, status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_console(settings: Settings, watch: LakeWatch) -> ASGIApp:
     """The console app; ``watch`` is refreshed by the caller (see :mod:`.server`)."""
     views = ConsoleViews(settings, watch)
@@ -89,7 +138,16 @@ def create_console(settings: Settings, watch: LakeWatch) -> ASGIApp:
         Route("/query.csv", views.query_csv, methods=["POST"]),
         Route("/static/console.css", views.css),
     ]
-    return TokenGate(Starlette(routes=routes), settings.console.token.reveal())
+    gated = TokenGate(Starlette(routes=routes), settings.console.token.reveal())
+    return SameSiteGate(gated, is_loopback(settings.console.host))
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -111,6 +169,7 @@ class ConsoleViews:
         self.settings, self.watch = settings, watch
         self.css_text = resources.files("eventlake.console").joinpath("static/console.css").read_bytes()
         self._cache: dict[tuple[Any, ...], Any] = {}  # lake queries, until a new run appears
+        self._cache_lock = threading.Lock()
 
     def _page(self, title: str, active: str, body: str) -> HTMLResponse:
         refreshed = self.watch.refreshed
@@ -122,11 +181,15 @@ class ConsoleViews:
 
     def _cached(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
         key = (self.watch.generation, *key)
-        if key not in self._cache:
+        with self._cache_lock:
+            if key in self._cache:
+                return self._cache[key]
+        value = compute()  # outside the lock: a slow query does not hold other pages
+        with self._cache_lock:
             if len(self._cache) > 256:
                 self._cache.clear()
-            self._cache[key] = compute()
-        return self._cache[key]
+            self._cache[key] = value
+        return value
 
     # -- overview --------------------------------------------------------------------------------
 
@@ -364,7 +427,7 @@ class ConsoleViews:
             if wanted and source.slug != wanted:
                 continue
             database = self.settings.database_name(source)
-            name = source.table_prefix + QUARANTINE_TABLE
+            name = source.table_prefix + layout.QUARANTINE_TABLE
             groups = self._cached(
                 ("quarantine", database, name), lambda d=database, n=name: self._groups(d, n)
             )
@@ -454,7 +517,7 @@ class ConsoleViews:
             f"<p class=hint>DuckDB over the lake, read-only: one SELECT at a time, stopped after "
             f"{console.query_timeout_seconds:g} s, at most {console.query_max_rows:,} rows. Tables are "
             "<code>database.table</code> (Spark's names), the sync reports are "
-            "<code>__segment_datalake.sync_reports</code>.</p></form>" + result_html
+            f"<code>{REPORTS_DATABASE}.{REPORTS_TABLE}</code>.</p></form>" + result_html
         )
         return self._page("Query", "/query", body)
 
@@ -470,7 +533,7 @@ class ConsoleViews:
         writer = csv.writer(out)
         writer.writerow(result.columns)
         for row in result.rows:
-            writer.writerow(["" if row[c] is None else row[c] for c in result.columns])
+            writer.writerow([_csv_cell(row[c]) for c in result.columns])
         return Response(
             out.getvalue(), media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": 'attachment; filename="eventlake-query.csv"'},

@@ -150,6 +150,7 @@ class LakeWatch:
         self.slugs = {s.id: s.slug for s in settings.sources}
         self._lock = threading.Lock()
         self._runs: dict[str, Run] = {}  # by report path
+        self._unreadable: set[str] = set()  # report files that did not parse (not read again)
         self._sorted: list[Run] = []  # newest first
         self._files = {s.id: _SourceFiles() for s in settings.sources}
         self._health = {s.id: SourceHealth(s) for s in settings.sources}
@@ -169,13 +170,17 @@ class LakeWatch:
         self.refreshed = now_utc()
 
     def _read_reports(self) -> None:
-        paths = [p for p in report_files(self.storage, self.settings.lake.root) if str(p) not in self._runs]
+        paths = [
+            p for p in report_files(self.storage, self.settings.lake.root)
+            if str(p) not in self._runs and str(p) not in self._unreadable
+        ]  # fmt: skip
         fresh: dict[str, Run] = {}
         for path in paths:
             try:
                 run = run_from_rows(read_report_rows(self.storage, path), self.slugs)
-            except (OSError, orjson.JSONDecodeError, KeyError):
-                continue  # being written, or damaged: `eventlake reports` names it
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                self._unreadable.add(str(path))  # damaged: `eventlake reports` names it
+                continue
             if run is not None:
                 fresh[str(path)] = run
         if fresh:
@@ -203,8 +208,11 @@ class LakeWatch:
         if spool.is_dir():
             for segment in spool.iterdir():
                 day = layout.spool_segment_day_ms(segment.name)
-                if day is not None and segment.stat().st_size > 0:
-                    opened.append(_opened(segment.name, day))
+                try:
+                    if day is not None and segment.stat().st_size > 0:
+                        opened.append(_opened(segment.name, day))
+                except FileNotFoundError:
+                    continue  # sealed into the archive meanwhile
         with self._lock:
             health = self._health[source.id]
             health.unsynced_files = len(unsynced)

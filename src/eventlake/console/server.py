@@ -7,7 +7,6 @@ console`` runs one on its own until SIGTERM or Ctrl-C.
 
 from __future__ import annotations
 
-import ipaddress
 import signal
 import threading
 import time
@@ -15,26 +14,13 @@ import time
 import uvicorn
 
 from eventlake.config import Settings
-from eventlake.console.app import create_console
+from eventlake.console.app import create_console, is_loopback
 from eventlake.console.lake import LakeWatch
 from eventlake.errors import UsageError
 from eventlake.progress import Say
 
 REFRESH_SECONDS = 5.0  # how often the lake and the collector's counters are read again
 START_SECONDS = 10.0
-
-
-def is_loopback(host: str) -> bool:
-    """
-    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("::1"), is_loopback("0.0.0.0")
-    (True, True, True, False)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_access(settings: Settings) -> None:

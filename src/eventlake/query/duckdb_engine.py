@@ -57,7 +57,9 @@ _TYPES = {
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 # statements the read-only connection runs (see connect(read_only=True)); everything else is refused
-READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
+# (SHOW, DESCRIBE and SUMMARIZE are SELECTs; EXPLAIN is not: EXPLAIN ANALYZE runs what it explains)
+READ_ONLY_STATEMENTS = ("SELECT",)
+READ_ONLY_MEMORY = "2GB"  # a query box statement's memory (it runs inside `eventlake up`)
 
 
 def duckdb_type(spark_type: str) -> str:
@@ -207,6 +209,8 @@ def connect(
             lake = storage.local_path(settings.lake.root)
             allowed = [str(p).rstrip("/") + "/" for p in (lake, scratch) if p is not None]
             con.execute(f"SET allowed_directories = [{', '.join(literal(p) for p in allowed)}]")
+            con.execute(f"SET temp_directory = {literal(str(scratch))}")
+            con.execute(f"SET memory_limit = {literal(READ_ONLY_MEMORY)}")
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
     except duckdb.Error as exc:
@@ -275,7 +279,7 @@ def write_database_file(settings: Settings, path: Path) -> list[str]:
 
 
 def check_read_only(sql: str) -> None:
-    """Refuse anything but one query (``SELECT``, ``WITH``, ``SHOW``, ``DESCRIBE``, ``EXPLAIN``)."""
+    """Refuse anything but one query (``SELECT``, ``WITH``, ``SHOW``, ``DESCRIBE``, ``SUMMARIZE``)."""
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:

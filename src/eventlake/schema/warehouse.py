@@ -16,10 +16,11 @@ The mapping, where the warehouse and the lake differ:
 - ``event`` is the snake_case event (the track table's name without ``track_``), ``event_text``
   the event as sent (the lake's ``event``).
 - ``properties_x`` (tracks, pages, screens) and ``traits_x`` (identifies, groups) become ``x``;
-  one that would take the name of a standard column (``id``, ``user_id``, ``event``, ...) is left
-  out, as Segment discards it.
+  one that would take the name of one of the view's own columns (``id``, ``user_id``, ``event``,
+  ``name``, ...) is left out, as Segment discards it.
 - ``users``: one row per ``user_id`` of the identify calls, keyed ``id``: each trait's latest
-  non-null value by ``timestamp``; ``received_at`` and ``uuid_ts`` of the user's last identify.
+  non-null value by ``timestamp`` (``received_at`` when a call has none); ``received_at`` and
+  ``uuid_ts`` of the user's last identify.
 - ``tracks`` is every track table's common columns (``UNION ALL``); a context column missing
   from a table reads NULL there, and one typed differently in two tables is a string in
   ``tracks``.
@@ -65,10 +66,7 @@ _TAIL = (
     ("timestamp", "timestamp", TIMESTAMP),
     ("uuid_ts", "received_at", TIMESTAMP),
 )
-_RESERVED = frozenset(
-    [c for c, _, _ in _HEAD + _TAIL] + ["event", "event_text", "name", "category", "group_id", "previous_id",
-                                         "context", "type", "message_id", "project_id"]
-)  # fmt: skip
+_USER_COLUMNS = frozenset({"id", "received_at", "uuid_ts"})  # the users view's own columns
 
 
 @dataclass(frozen=True)
@@ -101,7 +99,8 @@ class View:
     name: str
     selects: tuple[Select, ...]  # UNION ALL of these; none: an empty view of ``columns``
     columns: tuple[tuple[str, str], ...]  # the view's columns and types, in order
-    latest_by: str = ""  # ``users``: one row per user_id, each column's latest value by this column
+    # ``users``: one row per user_id, each column's latest value by the first non-null of these
+    latest_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,7 +170,7 @@ def _single(
     head, context, tail = _common(table, event)
     have = dict(table.columns) if table else {}
     middle = [Column(n, have.get(n, STRING), n if n in have else None) for n in own]
-    taken = {c.name for c in head + middle + context + tail} | _RESERVED
+    taken = {c.name for c in head + middle + context + tail}  # the view's own columns win
     if carried:
         for column, kind in table.columns if table else ():
             short = column[len(carried) :]
@@ -209,12 +208,12 @@ def _users(name: str, identify: LakeTable | None) -> View:
     columns = [Column("id", have.get("user_id", STRING), "user_id" if "user_id" in have else None)]
     for column, kind in identify.columns if identify else ():
         short = column[len("traits_") :]
-        if column.startswith("traits_") and short and short not in _RESERVED:
+        if column.startswith("traits_") and short and short not in _USER_COLUMNS:
             columns.append(Column(short, kind, column))
     received = "received_at" if "received_at" in have else None
     columns += [Column("received_at", TIMESTAMP, received), Column("uuid_ts", TIMESTAMP, received)]
     selects = (Select(identify.name, tuple(columns)),) if identify and "user_id" in have else ()
-    latest = "timestamp" if "timestamp" in have else "received_at"
+    latest = tuple(c for c in ("timestamp", "received_at") if c in have) or ("received_at",)
     return View(name, selects, tuple((c.name, c.type) for c in columns), latest_by=latest)
 
 
@@ -239,7 +238,9 @@ def view_sql(
                 parts.append(f"max({quote(c.source)}) AS {quote(c.name)}")
             else:
                 source = quote(c.source)
-                latest = f"max_by({source}, {quote(view.latest_by)}) FILTER (WHERE {source} IS NOT NULL)"
+                key = ", ".join(quote(k) for k in view.latest_by)
+                key = f"coalesce({key})" if len(view.latest_by) > 1 else key
+                latest = f"max_by({source}, {key}) FILTER (WHERE {source} IS NOT NULL)"
                 parts.append(f"{latest} AS {quote(c.name)}")
         user = quote("user_id")
         table = f"{quote(database)}.{quote(select.table)}"

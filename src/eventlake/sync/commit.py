@@ -21,6 +21,7 @@ from eventlake.catalog import Catalog
 from eventlake.catalog.schema_file import read_schema_files, write_schema_file
 from eventlake.catalog.views import database_views, lake_table
 from eventlake.config import Settings
+from eventlake.progress import say
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.local import fsync_dir
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest, PartitionRewrite
@@ -98,8 +99,14 @@ def _replace_views(manifest: Manifest, catalog: Catalog | None, storage: Storage
     }  # fmt: skip
     for database in sorted(changed):
         assert catalog is not None
-        for name, found in database_views(read_schema_files(storage, lake, [database])):
-            catalog.replace_views(name, found.views)
+        try:
+            for name, found in database_views(read_schema_files(storage, lake, [database])):
+                left = catalog.replace_views(name, found.views)
+                if left:
+                    say(f"{name}: warehouse views {', '.join(left)} not made: tables of those names exist")
+        except Exception as exc:  # the views must not hold the run: the data is published either way
+            say(f"{database}: warehouse views not replaced ({type(exc).__name__}: {exc}); "
+                "`eventlake catalog repair` replaces them")  # fmt: skip
 
 
 # -- rewriting a partition (compaction) ---------------------------------------------------------

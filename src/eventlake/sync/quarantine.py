@@ -19,7 +19,7 @@ from eventlake.storage import Location, Storage
 from eventlake.sync.stage import MESSAGES, RunStage, StagedFile
 from eventlake.sync.transform import SUPPRESSED
 
-QUARANTINE_TABLE = "_quarantine"
+QUARANTINE_TABLE = layout.QUARANTINE_TABLE
 QUARANTINE_COLUMNS = (
     ("kind", "string"),  # message (rejected whole) | value (one column's value)
     ("reason", "string"),
