@@ -51,6 +51,7 @@ def test_history_and_health(tmp_path):
     ]
     assert history[0]["error"] == "OSError: disk full"
     assert history[1]["rows"] == 3 and history[1]["new_columns"] == 1 and history[1]["duration_s"] == 90.0
+    assert {h["kind"] for h in history} == {"sync"}
     assert [r["source"] for r in run_history(settings, "web", limit=2)] == ["web", "web"]
 
     health = daily_health(settings)

@@ -13,6 +13,7 @@ import pytest
 from eventlake import layout
 from eventlake.errors import UsageError
 from eventlake.query import run_query
+from eventlake.reports import run_history
 from eventlake.sync import run_sync
 from eventlake.sync.replay import ReplayRange, parse_day, run_replay, stale_tables
 from eventlake.sync.retype import set_column_type
@@ -86,6 +87,8 @@ def test_a_replay_after_set_type_brings_quarantined_values_back_typed(synced: La
         f"WHERE source_id = '{synced.source.id}' AND type = 'source' AND replay ORDER BY start_time"
     ).collect()
     assert len(got) == 2 and all(r["replay"] for r in got)
+    kinds = [r["kind"] for r in run_history(synced.settings, synced.slug)]  # `eventlake reports`
+    assert kinds[:2] == ["replay", "replay"] and set(kinds[2:]) == {"sync"}
 
 
 def test_the_whole_archive_replayed_gives_the_same_lake(synced: Lake, spark) -> None:

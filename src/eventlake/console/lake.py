@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from eventlake import layout
 from eventlake.archive import list_archive_files
 from eventlake.config import Settings, SourceSettings
 from eventlake.sync.report import read_report_rows, report_files
+from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
 
 ACCEPTED_METRIC = "eventlake_messages_accepted"  # the collector's counter, by source (without _total)
@@ -191,14 +191,14 @@ class LakeWatch:
 
     def _read_source(self, source: SourceSettings) -> None:
         files = self._files[source.id]
-        ledger = layout.state_dir(self.settings.lake.root, "ledger", source.id)
-        for entry in self.storage.list(ledger, "*.json"):
-            if entry.path.name not in files.ledger_read:
+        ledger = SyncState(self.storage, self.settings.lake.root, source.id)
+        for entry in ledger.ledger_entries():
+            if entry.name not in files.ledger_read:
                 try:
-                    files.synced.update(orjson.loads(self.storage.read(entry.path))["files"])
-                except (OSError, orjson.JSONDecodeError, KeyError):
+                    files.synced.update(ledger.ledger_files(entry))
+                except (OSError, ValueError, KeyError):
                     continue
-                files.ledger_read.add(entry.path.name)
+                files.ledger_read.add(entry.name)
         unsynced = [
             f for f in list_archive_files(self.storage, self.settings.lake.root, source.id)
             if f.key not in files.synced

@@ -23,9 +23,17 @@ class SyncState:
 
     def synced_files(self) -> set[str]:
         files: set[str] = set()
-        for entry in self.storage.list(self.ledger_dir, "*.json"):
-            files.update(orjson.loads(self.storage.read(entry.path))["files"])
+        for entry in self.ledger_entries():
+            files.update(self.ledger_files(entry))
         return files
+
+    def ledger_entries(self) -> list[Location]:
+        """The ledger's files, one per run that recorded archive files (they never change)."""
+        return [entry.path for entry in self.storage.list(self.ledger_dir, "*.json")]
+
+    def ledger_files(self, entry: Location) -> list[str]:
+        """The archive files (keys) one ledger file records as synced."""
+        return list(orjson.loads(self.storage.read(entry))["files"])
 
     def record_synced(self, run_id: str, files: list[str]) -> None:
         document = {"run_id": run_id, "files": sorted(files)}
