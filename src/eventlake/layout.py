@@ -485,6 +485,19 @@ def spool_segment_day_ms(segment_name: str) -> int | None:
     return int(parts[0])
 
 
+def segment_opened_ms(file_name: str) -> int | None:
+    """When the spool segment a spool or sealed archive file name comes from was opened (ms), or
+    None for another name (an imported archive file).
+
+    >>> segment_opened_ms("1566086400000-1566090000123-1a2b3c4d-000007.gz")
+    1566090000123
+    >>> segment_opened_ms("segment-abc-part.gz") is None
+    True
+    """
+    parts = file_name.split(".", 1)[0].split("-")
+    return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else None
+
+
 def is_archive_file_name(file_name: str) -> bool:
     """A sealed archive file (not a hidden temporary one)."""
     return file_name.endswith(ARCHIVE_SUFFIX) and not file_name.startswith(".")

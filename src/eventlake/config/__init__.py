@@ -19,6 +19,7 @@ from eventlake.config.settings import (
     SourceSettings,
     SparkSettings,
     SyncSettings,
+    client_host,
 )
 from eventlake.config.writer import add_source, new_source_id, write_initial_config
 
@@ -38,6 +39,7 @@ __all__ = [
     "SourceSettings",
     "SparkSettings",
     "SyncSettings",
+    "client_host",
     "add_source",
     "load_settings",
     "new_source_id",

@@ -11,6 +11,15 @@ DATE_PARTITIONS = ("day-hour", "year-month-day-hour", "year-month-day", "day")
 FILL_IP_MODES = ("auto", "always", "never")
 
 
+def client_host(host: str) -> str:
+    """Where a client on this machine reaches a server bound to ``host`` (all interfaces: loopback).
+
+    >>> client_host("0.0.0.0"), client_host("::"), client_host("10.0.0.5")
+    ('127.0.0.1', '::1', '10.0.0.5')
+    """
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+
 class Secret:
     """A secret value (write key, password) that never shows in logs or reprs."""
 

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from eventlake import layout
 from eventlake.archive import list_archive_files
 from eventlake.config import Settings, SourceSettings
-from eventlake.sync.report import read_report_rows, report_files
+from eventlake.sync.report import read_report_rows, report_files, run_status
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
 
@@ -100,11 +100,7 @@ def run_from_rows(rows: list[dict[str, Any]], slugs: dict[str, str]) -> Run | No
         for r in rows
         if r.get("type") == "event"
     )
-    failed = [t for t in tables if t.failed]
-    if head.get("status") == "failed" or (tables and len(failed) == len(tables)):
-        status = "Failed"
-    else:
-        status = "Partial Success" if failed else "Success"
+    status = run_status(rows)
     start = parse_timestamp(head["start_time"]) or now_utc()
     return Run(
         head["source_id"], slugs.get(head["source_id"], head["source_id"]), head["run_id"], start,
@@ -203,14 +199,14 @@ class LakeWatch:
             f for f in list_archive_files(self.storage, self.settings.lake.root, source.id)
             if f.key not in files.synced
         ]  # fmt: skip
-        opened = [_opened(f.path.name, f.day_ms) for f in unsynced]
+        opened = [_utc(layout.segment_opened_ms(f.path.name) or f.day_ms) for f in unsynced]
         spool = layout.spool_source_dir(layout.spool_dir(self.settings.lake.state_dir), source.id)
         if spool.is_dir():
             for segment in spool.iterdir():
                 day = layout.spool_segment_day_ms(segment.name)
                 try:
                     if day is not None and segment.stat().st_size > 0:
-                        opened.append(_opened(segment.name, day))
+                        opened.append(_utc(layout.segment_opened_ms(segment.name) or day))
                 except FileNotFoundError:
                     continue  # sealed into the archive meanwhile
         with self._lock:
@@ -318,9 +314,5 @@ class LakeWatch:
         return total
 
 
-def _opened(name: str, day_ms: int) -> datetime:
-    """When an archive or spool file was opened: its name's second field (``<day>-<opened>-...``),
-    else (imported files) its received day."""
-    parts = name.split(".")[0].split("-")
-    stamp = int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else day_ms
-    return datetime.fromtimestamp(stamp / 1000, tz=timezone.utc)
+def _utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)

@@ -13,7 +13,7 @@ import time
 
 import uvicorn
 
-from eventlake.config import Settings
+from eventlake.config import Settings, client_host
 from eventlake.console.app import create_console, is_loopback
 from eventlake.console.lake import LakeWatch
 from eventlake.errors import UsageError
@@ -36,14 +36,8 @@ def check_access(settings: Settings) -> None:
 
 def collector_url(settings: Settings) -> str:
     """Where this machine reaches the collector (for its ``/metrics``)."""
-    host = settings.collector.host
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    host = client_host(settings.collector.host)
     return f"http://{'[' + host + ']' if ':' in host else host}:{settings.collector.port}"
-
-
-class _ThreadServer(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # uvicorn < 0.29; newer ones skip threads themselves
-        pass
 
 
 class Console:
@@ -57,7 +51,7 @@ class Console:
             create_console(settings, self.watch), host=settings.console.host, port=settings.console.port,
             log_level="warning", access_log=False, lifespan="off",
         )  # fmt: skip
-        self.server = _ThreadServer(config)
+        self.server = uvicorn.Server(config)  # in a thread it leaves signals alone
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self.server.run, name="eventlake-console", daemon=True),

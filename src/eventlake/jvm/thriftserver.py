@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from eventlake import layout, progress
-from eventlake.config import Settings
+from eventlake.config import Settings, client_host
 from eventlake.errors import UsageError
 from eventlake.jvm.metastore import MetastoreAccess, client_access, port_open, pyspark_home
 from eventlake.jvm.service import STOP_GRACE_SECONDS, SharedMetastore, die_with_parent
@@ -87,8 +87,8 @@ def run_thrift_server(settings: Settings, host: str, port: int, say: Say = progr
             "Spark here cannot read the Glue catalog"
         )
     check_java()
-    client_host = _client_host(host)
-    if port_open(port, client_host):
+    client = client_host(host)
+    if port_open(port, client):
         running = running_sql_service(settings.lake.state_dir)
         serving = (
             f" (the project's {running['kind']}, pid {running['pid']}, serves SQL on port {running['port']})"
@@ -124,9 +124,9 @@ def run_thrift_server(settings: Settings, host: str, port: int, say: Say = progr
             ready = False
             try:
                 while process.poll() is None:
-                    if not ready and port_open(port, client_host):
+                    if not ready and port_open(port, client):
                         ready = True
-                        write_sql_service(settings.lake.state_dir, client_host, port, process.pid, "thrift")
+                        write_sql_service(settings.lake.state_dir, client, port, process.pid, "thrift")
                         say(f"Thrift server ready: jdbc:hive2://{host}:{port}/default; stop with Ctrl-C")
                     if stop.wait(0.5):
                         try:
@@ -140,11 +140,6 @@ def run_thrift_server(settings: Settings, host: str, port: int, say: Say = progr
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def _client_host(host: str) -> str:
-    """Where a client on this machine reaches a server bound to ``host``."""
-    return "127.0.0.1" if host in ("0.0.0.0", "") else host
 
 
 # -- a Thrift server inside a running session (the engine of `eventlake up`) -------------------

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from eventlake.config import Settings
-from eventlake.sync.report import read_report_rows, report_files
+from eventlake.sync.report import read_report_rows, report_files, run_status
 from eventlake.timestamps import now_utc
 
 RUN_COLUMNS = (
@@ -30,14 +30,6 @@ RUN_COLUMNS = (
 
 
 HEALTH_COLUMNS = ("day", "source", "runs", "failed_runs", "rows", "duplicates_dropped", "rejected")
-
-
-def _status(rows: list[dict[str, Any]]) -> str:
-    tables = [r for r in rows if r["type"] == "event"]
-    failed = [r for r in tables if r["status"] == "failed"]
-    if rows[0]["status"] == "failed" or (tables and len(failed) == len(tables)):
-        return "Failed"
-    return "Partial Success" if failed else "Success"
 
 
 def _runs(settings: Settings, source: str | None) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -67,7 +59,7 @@ def run_history(settings: Settings, source: str | None = None, limit: int = 100)
                 "source": ids.get(head["source_id"], head["source_id"]),
                 "run_id": head["run_id"],
                 "kind": "replay" if head.get("replay") else "sync",
-                "status": _status(rows),
+                "status": run_status(rows),
                 "duration_s": round(head["duration_mins"] * 60, 1),
                 "rows": head["row_count"],
                 "tables": len(tables),
@@ -96,7 +88,7 @@ def daily_health(settings: Settings, source: str | None = None, days: int = 30) 
              "duplicates_dropped": 0, "rejected": 0},
         )  # fmt: skip
         day["runs"] += 1
-        day["failed_runs"] += _status(rows) == "Failed"
+        day["failed_runs"] += run_status(rows) == "Failed"
         day["rows"] += head["row_count"] or 0
         day["duplicates_dropped"] += head.get("duplicates_dropped") or 0
         day["rejected"] += (head.get("rejected_messages") or 0) + (head.get("rejected_values") or 0)

@@ -182,6 +182,17 @@ def report_rows(result: SyncResult, lake: Location, app_id: str = "") -> list[di
     return rows
 
 
+def run_status(rows: list[dict[str, Any]]) -> str:
+    """A report file's run as users see it: ``Failed`` (the run, or every table, failed),
+    ``Partial Success`` (some tables failed: the table limit) or ``Success``."""
+    tables = [r for r in rows if r.get("type") == "event"]
+    failed = [r for r in tables if r.get("status") == "failed"]
+    head = next((r for r in rows if r.get("type") == "source"), rows[0] if rows else {})
+    if head.get("status") == "failed" or (tables and len(failed) == len(tables)):
+        return "Failed"
+    return "Partial Success" if failed else "Success"
+
+
 def reports_table(lake: Location) -> TableSpec:
     """The catalog table over every report file: one partition per run folder."""
     return TableSpec(
