@@ -224,3 +224,41 @@ def test_result_is_frozen() -> None:
 def test_rejects_non_objects() -> None:
     with pytest.raises(TypeError):
         flatten([1, 2])  # type: ignore[arg-type]
+
+
+def _random_message(rng, depth: int = 0):
+    """A random JSON-like object whose keys collide, vanish, run long, nest deep or are not text."""
+    keys = ["itemCount", "item_count", "ItemCount", "a", "b", "$$", "", "x" * 260, "writeKey", "_eventlake_x", 1]
+    message = {}
+    for _ in range(rng.randrange(0 if depth else 1, 5)):
+        key = rng.choice(keys)
+        roll = rng.random()
+        if roll < 0.3 and depth < 4:
+            value = _random_message(rng, depth + 1)
+        elif roll < 0.4:
+            value = [rng.randrange(3), {"z": None, "a": 1.5}]
+        elif roll < 0.45:
+            value = (1, 2)
+        else:
+            value = rng.choice([None, True, 0, 2**70, 1.5, float("nan"), "text", "2026-11-22T10:47:01Z"])
+        message[key] = value
+    return message
+
+
+def test_the_fast_walk_gives_what_the_full_walk_gives():
+    """``flatten`` walks most messages without recording paths; whatever it meets (collisions,
+    names to shorten or hash, tuples, keys that are not text, deep nesting), it must give exactly
+    what the full walk gives, values in the same order."""
+    import random
+
+    from eventlake.schema.flatten import _flatten_slow
+
+    rng = random.Random(11)
+    deep: dict = {"leaf": 1}
+    for _ in range(100):
+        deep = {"k": deep}
+    messages = [_random_message(rng) for _ in range(3000)] + [{"properties": deep}, TRACK]
+    for message in messages:
+        fast, full = flatten(message), _flatten_slow(message)
+        assert fast == full, message
+        assert list(fast.values) == list(full.values), message

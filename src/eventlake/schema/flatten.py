@@ -59,6 +59,50 @@ def flatten(message: Mapping[str, Any]) -> Flattened:
     if not isinstance(message, Mapping):
         raise TypeError(f"a message must be a JSON object, not {type(message).__name__}")
     values: dict[str, Any] = {}
+    try:  # most messages: plain dicts, no collision, short names (the walk below, without its records)
+        _walk(message, "", values, 0)
+        return Flattened(values=values, collisions=())
+    except _Slow:
+        return _flatten_slow(message)
+
+
+class _Slow(Exception):  # noqa: N818 (a signal, not an error)
+    """The fast walk met what only the full walk settles: a collision, a name to shorten or
+    hash, a container other than dict and list, a key that is not text, deep nesting."""
+
+
+_MAX_FAST_DEPTH = 64
+
+
+def _walk(node: Mapping[str, Any], parent_column: str, values: dict[str, Any], depth: int) -> None:
+    """The fast walk of :func:`flatten`: depth first, in key order, as :func:`_flatten_slow`; one
+    call per object, not per key (it runs for every key of every message)."""
+    columns = _CHILD_COLUMNS
+    for key, value in node.items():
+        column = columns.get((parent_column, key))
+        if column is None:
+            if type(key) is not str:
+                raise _Slow
+            column = _child_column(parent_column, key)
+        if not depth and (key in _DROPPED_KEYS or key.startswith(_INTERNAL_PREFIX)):
+            continue
+        kind = type(value)
+        if kind is dict:
+            if depth >= _MAX_FAST_DEPTH:
+                raise _Slow
+            _walk(value, column, values, depth + 1)
+            continue
+        if kind is list:
+            value = json_text(value)
+        elif kind not in _SCALARS:
+            raise _Slow
+        if not column or len(column) > MAX_COLUMN_NAME_LENGTH or column in values:
+            raise _Slow
+        values[column] = value
+
+
+def _flatten_slow(message: Mapping[str, Any]) -> Flattened:
+    values: dict[str, Any] = {}
     paths: dict[str, tuple[str, ...]] = {}
     contested: dict[str, list[tuple[tuple[str, ...], Any]]] = {}
 
