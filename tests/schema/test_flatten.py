@@ -228,7 +228,19 @@ def test_rejects_non_objects() -> None:
 
 def _random_message(rng, depth: int = 0):
     """A random JSON-like object whose keys collide, vanish, run long, nest deep or are not text."""
-    keys = ["itemCount", "item_count", "ItemCount", "a", "b", "$$", "", "x" * 260, "writeKey", "_eventlake_x", 1]
+    keys = [
+        "itemCount",
+        "item_count",
+        "ItemCount",
+        "a",
+        "b",
+        "$$",
+        "",
+        "x" * 260,
+        "writeKey",
+        "_eventlake_x",
+        1,
+    ]
     message = {}
     for _ in range(rng.randrange(0 if depth else 1, 5)):
         key = rng.choice(keys)
