@@ -3,7 +3,8 @@
 Issue 10's goal 2: 2,000 new messages synced in at most 3 s on a warm session. The script builds a
 fresh project (`eventlake init`, `sources add`), syncs a base archive (``--base`` messages of
 `bench/sync.py`'s generator) once, then adds archive files of ``--batch`` new messages each,
-received within one hour (as a collector's micro-batch), and times their syncs:
+received within one hour (as a collector's micro-batch; each batch in a new hour, or with
+``--same-hour`` all in one), and times their syncs:
 
 - **warm**: `eventlake.sync.run_sync` in this process, on one Spark session and one catalog kept
   for the rest of the script (what `eventlake up`'s engine does); its first batch warms the
@@ -17,6 +18,7 @@ at most 1.0).
 
     .venv/bin/python bench/incremental.py
     .venv/bin/python bench/incremental.py --runs 3 --batch 2000 --base 20000
+    .venv/bin/python bench/incremental.py --same-hour    # every batch in one hour, as most of up's
 """
 
 from __future__ import annotations
@@ -51,12 +53,17 @@ def project_with_source(work: Path, env: dict[str, str]) -> tuple[Path, str]:
     return project, next(line.split('"')[1] for line in config.splitlines() if line.startswith("id ="))
 
 
-def add_batch(project: Path, source_id: str, work: Path, number: int, messages: int) -> None:
-    """One archive file of ``messages`` new messages, all received within one hour."""
+def add_batch(project: Path, source_id: str, work: Path, number: int, messages: int, same_hour: bool) -> None:
+    """One archive file of ``messages`` new messages, all received within one hour: a new hour for
+    each batch (new partitions in every table, the worst case), or with ``same_hour`` the hour of
+    the first batch (partitions already registered: most of `up`'s micro-batches)."""
     scratch = work / f"batch-{number}"
     shutil.rmtree(scratch, ignore_errors=True)
     generate(scratch, source_id, messages, files=1, seed=1000 + number)
-    received = START + timedelta(days=5, hours=number)
+    if same_hour:
+        received = START + timedelta(days=5, milliseconds=number * messages)
+    else:
+        received = START + timedelta(days=5, hours=number)
     lines = []
     for path in (scratch / "lake").rglob("*.gz"):
         for i, line in enumerate(gzip.decompress(path.read_bytes()).splitlines()):
@@ -78,6 +85,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=2_000, help="messages per incremental sync")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--same-hour", action="store_true",
+        help="every batch received in one hour (partitions registered once); default: a new hour each",
+    )  # fmt: skip
     args = parser.parse_args()
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="eventlake-incremental-"))
@@ -91,7 +102,7 @@ def main() -> None:
                    stdout=subprocess.DEVNULL)  # fmt: skip
     cold: list[float] = []
     for run in range(max(1, args.runs // 2)):
-        add_batch(project, source_id, work, run, args.batch)
+        add_batch(project, source_id, work, run, args.batch, args.same_hour)
         started = time.monotonic()
         subprocess.run([EVENTLAKE, "sync"], cwd=project, env=env, check=True, stderr=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL)  # fmt: skip
@@ -113,7 +124,7 @@ def main() -> None:
 
     warm: list[float] = []
     for run in range(len(cold), len(cold) + args.runs + 1):
-        add_batch(project, source_id, work, run, args.batch)
+        add_batch(project, source_id, work, run, args.batch, args.same_hour)
         started = time.monotonic()
         [result] = run_sync(settings, spark=spark, catalog=catalog, say=quiet)
         elapsed = time.monotonic() - started

@@ -1,4 +1,7 @@
-"""Dedupe by messageId: the first copy within the run, and nothing already synced in the window."""
+"""Dedupe by messageId: the first copy within the run, and nothing already synced in the window.
+
+Rows are named by ``position``, a number the parse pass gives each row of a run (see
+:mod:`.job`), so that two identical copies of a message are still two rows."""
 
 from __future__ import annotations
 
@@ -26,21 +29,24 @@ def dedupe(
     storage: Storage,
     until: datetime | None = None,
 ) -> DataFrame:
-    """The first copy of each messageId (earliest received), minus ids in the dedupe ``index``
-    received up to ``window_days`` before the run's first message (and, for a replay, before
-    ``until``: the range's own ids are in the index from the syncs that first brought them).
+    """The ``position`` of each ``valid`` row to drop: every copy of a messageId but the first
+    (earliest received; then the smaller payload, then the earlier position), and every row whose
+    messageId is in the dedupe ``index`` received up to ``window_days`` before the run's first
+    message (and, for a replay, before ``until``: the range's own ids are in the index from the
+    syncs that first brought them).
 
-    Only message ids are shuffled: repeats are rare (client retries), so the ids seen more than
-    once and the ids already synced are found first and broadcast, and only the repeated rows
-    are ordered to keep their first copy."""
+    Only message ids and positions are shuffled, and the result is small (repeats are rare: client
+    retries), so the caller drops the rows with a broadcast anti-join and never copies the
+    messages themselves: the ids seen more than once and the ids already synced are found first and
+    broadcast, and only the repeated rows are ordered."""
     ids = valid.select("message_id")
     repeated = F.broadcast(ids.groupBy("message_id").count().filter("count > 1").select("message_id"))
-    first = Window.partitionBy("message_id").orderBy("received_at", "payload")
-    deduped = valid.join(repeated, "message_id", "left_anti").unionByName(
+    first = Window.partitionBy("message_id").orderBy("received_at", "payload", "position")
+    drop = (
         valid.join(repeated, "message_id", "left_semi")
         .withColumn("_n", F.row_number().over(first))
-        .filter("_n = 1")
-        .drop("_n")
+        .filter("_n > 1")
+        .select("position")
     )
     files = [f.path for f in storage.list(index, "*/*.parquet")] if first_received is not None else []
     if files:
@@ -49,5 +55,7 @@ def dedupe(
         if until is not None:
             seen = seen.filter(F.col("received_at") < F.lit(until))
         synced = ids.join(seen.select("message_id"), "message_id", "left_semi").distinct()
-        deduped = deduped.join(F.broadcast(synced), "message_id", "left_anti")
-    return deduped
+        drop = drop.unionByName(
+            valid.join(F.broadcast(synced), "message_id", "left_semi").select("position")
+        )
+    return drop

@@ -138,7 +138,9 @@ class SourceSync:
         suppressed = SuppressionList(self.storage, self.lake, self.source.id).user_ids()
         parse = functools.partial(parse_files, storage=self.storage, suppressed=suppressed)
         lines = files_frame(self.spark, [f.path for f in files])
-        parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed")
+        # each row numbered once (the number is stored with it): dedupe names the rows it drops
+        numbered = lines.mapInArrow(parse, PARSED_SCHEMA).withColumn("position", F.monotonically_increasing_id())
+        parsed = self._materialize(numbered, stage, "parsed")
         if self.window is not None:  # a replay: the range's messages (and every shape row)
             received = F.col("received_at")
             in_range = (received >= F.lit(self.window[0])) & (received < F.lit(self.window[1]))
@@ -155,12 +157,13 @@ class SourceSync:
         valid, first_received = totals.get((True, False), (0, None))
         invalid = totals.get((False, False), (0, None))[0]
         blocked_users = totals.get((False, True), (0, None))[0]
-        unique = dedupe(
-            self.spark, parsed.filter(F.col("ok")).drop("ok", "reason", "raw", "types"), first_received,
-            layout.dedupe_index_dir(self.lake, self.source.id), self.source.dedupe_window_days, self.storage,
-            until=self.window[0] if self.window else None,
+        valid_rows = parsed.filter(F.col("ok")).drop("ok", "reason", "raw", "types")
+        drop = dedupe(
+            self.spark, valid_rows, first_received, layout.dedupe_index_dir(self.lake, self.source.id),
+            self.source.dedupe_window_days, self.storage, until=self.window[0] if self.window else None,
         )  # fmt: skip
-        deduped = self._materialize(unique, stage, "deduped")
+        dropped_rows = self._materialize(drop, stage, "dropped")
+        deduped = valid_rows.join(F.broadcast(dropped_rows), "position", "left_anti")
         observed = observe(deduped, parsed)
         dropped = valid - observed.messages
         self.say(
@@ -224,7 +227,7 @@ class SourceSync:
         on_disk = self.storage.local_path(stage.scratch(name))
         if on_disk is not None:
             frame.write.mode("overwrite").parquet(str(on_disk))
-            return self.spark.read.parquet(str(on_disk))
+            return self.spark.read.schema(frame.schema).parquet(str(on_disk))  # no footer to read first
         kept = frame.persist(StorageLevel.DISK_ONLY)
         kept.count()
         self.kept.append(kept)

@@ -55,7 +55,7 @@ class RunStage:
         return layout.stage_dir(self.lake, self.source_id, self.run_id)
 
     def scratch(self, name: str) -> Location:
-        """A folder for Spark's intermediate output (``parsed``, ``deduped``), never published."""
+        """A folder for Spark's intermediate output (``parsed``, ``dropped``), never published."""
         return self.root / "scratch" / name
 
     def folder(self, kind: str) -> Location:
