@@ -139,7 +139,9 @@ class SourceSync:
         parse = functools.partial(parse_files, storage=self.storage, suppressed=suppressed)
         lines = files_frame(self.spark, [f.path for f in files])
         # each row numbered once (the number is stored with it): dedupe names the rows it drops
-        numbered = lines.mapInArrow(parse, PARSED_SCHEMA).withColumn("position", F.monotonically_increasing_id())
+        numbered = lines.mapInArrow(parse, PARSED_SCHEMA).withColumn(
+            "position", F.monotonically_increasing_id()
+        )
         parsed = self._materialize(numbered, stage, "parsed")
         if self.window is not None:  # a replay: the range's messages (and every shape row)
             received = F.col("received_at")
