@@ -55,7 +55,5 @@ def dedupe(
         if until is not None:
             seen = seen.filter(F.col("received_at") < F.lit(until))
         synced = ids.join(seen.select("message_id"), "message_id", "left_semi").distinct()
-        drop = drop.unionByName(
-            valid.join(F.broadcast(synced), "message_id", "left_semi").select("position")
-        )
+        drop = drop.unionByName(valid.join(F.broadcast(synced), "message_id", "left_semi").select("position"))
     return drop
