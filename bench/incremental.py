@@ -70,7 +70,7 @@ def add_batch(project: Path, source_id: str, work: Path, number: int, messages: 
             message = orjson.loads(line)
             message["receivedAt"] = (received + timedelta(milliseconds=i)).isoformat(timespec="milliseconds")
             lines.append(orjson.dumps(message))
-    day_ms = int(received.replace(hour=0).timestamp()) * 1000
+    day_ms = int(received.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()) * 1000
     target = project / "lake" / "segment-logs" / source_id / str(day_ms) / f"batch-{number:03d}.gz"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(gzip.compress(b"".join(line + b"\n" for line in lines), compresslevel=1))

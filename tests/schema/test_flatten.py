@@ -274,3 +274,18 @@ def test_the_fast_walk_gives_what_the_full_walk_gives():
         fast, full = flatten(message), _flatten_slow(message)
         assert fast == full, message
         assert list(fast.values) == list(full.values), message
+
+
+def test_a_key_equal_to_a_text_key_is_named_as_the_full_walk_names_it():
+    """A str enum member equals its value, but the full walk names it by str(key): the fast walk
+    must not take the column its value has (cached by an earlier message)."""
+    import enum
+
+    from eventlake.schema.flatten import _flatten_slow
+
+    class Key(str, enum.Enum):
+        PLAN = "plan"
+
+    flatten({"properties": {"plan": 1}})  # caches the column of "plan" under "properties"
+    for message in ({"properties": {Key.PLAN: "pro"}}, {Key.PLAN: {"a": 1}}):
+        assert flatten(message) == _flatten_slow(message)

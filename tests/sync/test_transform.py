@@ -129,17 +129,3 @@ def test_messages_name_their_shape_and_each_shape_comes_once() -> None:
     ]
     assert all(row[5] is None for row, _ in results)  # messages carry the name, not the map
 
-
-def test_value_types_inline_the_rules_of_value_type() -> None:
-    from eventlake.schema import value_type
-    from eventlake.sync.transform import value_types
-
-    edge = [
-        None, True, False, 0, -(2**63), 2**63 - 1, 2**63, -(2**63) - 1, 10**40, 1.5, 1e31, -1e31, 9.9e30,
-        float("nan"), float("inf"), -float("inf"), Decimal("1.5"), Decimal("1e40"), "", "short",
-        "2026-11-22T10:47:01Z", "2026-11-22 10:47:01+02:00", " 2026-11-22T10:47:01Z", "sixteen chars!!!",
-        "1234-not-a-date-at-all", "[1,2]",
-    ]  # fmt: skip
-    values = {f"c{i}": value for i, value in enumerate(edge)}
-    expected = {c: t for c, v in values.items() if (t := value_type(v)) is not None}
-    assert value_types(values) == expected

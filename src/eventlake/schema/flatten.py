@@ -79,10 +79,10 @@ def _walk(node: Mapping[str, Any], parent_column: str, values: dict[str, Any], d
     call per object, not per key (it runs for every key of every message)."""
     columns = _CHILD_COLUMNS
     for key, value in node.items():
+        if type(key) is not str:  # the full walk names it by str(key) (an enum's key is not its value)
+            raise _Slow
         column = columns.get((parent_column, key))
         if column is None:
-            if type(key) is not str:
-                raise _Slow
             column = _child_column(parent_column, key)
         if not depth and (key in _DROPPED_KEYS or key.startswith(_INTERNAL_PREFIX)):
             continue

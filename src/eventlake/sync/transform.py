@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eventlake.archive import read_archive_lines
-from eventlake.schema import BIGINT, BOOLEAN, DECIMAL, STRING, flatten, segment_type, value_type
+from eventlake.schema import flatten, segment_type, value_type
 from eventlake.spec import validate
 from eventlake.storage import Storage, to_location
 from eventlake.timestamps import parse_timestamp
@@ -87,41 +87,11 @@ def parse_line(line: str, suppressed: frozenset[str] = frozenset()) -> tuple[Any
     values = dict(flat.values)
     for name in PARTITION_NAMES.intersection(values):
         values[SHADOWED_PREFIX + name] = values.pop(name)
-    types = value_types(values)
+    types = {column: kind for column, value in values.items() if (kind := value_type(value)) is not None}
     collisions = [f"{c[0]}: {c[1]} won over {c[2]}" for c in flat.collisions]
     kind = segment_type(message["type"], message.get("event"))
     received = parse_timestamp(message["receivedAt"])
     return (True, message["messageId"], received, kind, dumps(values), types, collisions, None, None)
-
-
-_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
-
-
-def value_types(values: Mapping[str, Any]) -> dict[str, str]:
-    """``{column: value_type(value)}`` of the non-null values, with the common cases inline (a
-    call per value costs a quarter of a microsecond, and a message has dozens)."""
-    types: dict[str, str] = {}
-    for column, value in values.items():
-        kind = type(value)
-        if kind is str:
-            if len(value) < 16 or (value[4] != "-" and not value[0].isspace()):
-                types[column] = STRING
-                continue
-        elif kind is bool:
-            types[column] = BOOLEAN
-            continue
-        elif kind is int:
-            if _BIGINT_MIN <= value <= _BIGINT_MAX:
-                types[column] = BIGINT
-                continue
-        elif kind is float:
-            if abs(value) < 1e31:  # false for nan and infinities
-                types[column] = DECIMAL
-                continue
-        elif value is None:
-            continue
-        types[column] = value_type(value)  # type: ignore[assignment]  (not None here)
-    return types
 
 
 class Shapes:
