@@ -128,4 +128,3 @@ def test_messages_name_their_shape_and_each_shape_comes_once() -> None:
         (None, "3-1", "bigint"),
     ]
     assert all(row[5] is None for row, _ in results)  # messages carry the name, not the map
-
