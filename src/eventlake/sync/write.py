@@ -26,7 +26,7 @@ from eventlake.storage import Storage
 from eventlake.sync.dedupe import INDEX_SCHEMA
 from eventlake.sync.quarantine import rows_table, value_row
 from eventlake.sync.stage import DEDUPE, TABLE, VALUES, RunStage, StagedFile
-from eventlake.sync.transform import dumps, loads, without_cycle_collection
+from eventlake.sync.transform import dumps, loads
 
 DEDUPE_SCHEMA = to_arrow_schema(INDEX_SCHEMA, timezone="UTC")
 # a StagedFile as Arrow, what the workers hand back to the driver
@@ -134,8 +134,7 @@ def write_batches(
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` wrapper of :func:`write_partition`: one batch of :data:`STAGED_ARROW` rows."""
     rows = (row for batch in batches for row in zip(*(c.to_pylist() for c in batch.columns), strict=True))
-    with without_cycle_collection():
-        files = list(write_partition(_task_index(), rows, schemas=schemas, stage=stage, storage=storage))
+    files = list(write_partition(_task_index(), rows, schemas=schemas, stage=stage, storage=storage))
     yield staged_batch(files)
 
 
