@@ -479,10 +479,8 @@ def spool_segment_day_ms(segment_name: str) -> int | None:
     """
     if not segment_name.endswith(SPOOL_SUFFIX) or segment_name.startswith("."):
         return None
-    parts = segment_name[: -len(SPOOL_SUFFIX)].split("-")
-    if len(parts) != 4 or not parts[0].isdigit():
-        return None
-    return int(parts[0])
+    times = _segment_times(segment_name[: -len(SPOOL_SUFFIX)])
+    return times[0] if times else None
 
 
 def segment_opened_ms(file_name: str) -> int | None:
@@ -494,8 +492,16 @@ def segment_opened_ms(file_name: str) -> int | None:
     >>> segment_opened_ms("segment-abc-part.gz") is None
     True
     """
-    parts = file_name.split(".", 1)[0].split("-")
-    return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else None
+    times = _segment_times(file_name.split(".", 1)[0])
+    return times[1] if times else None
+
+
+def _segment_times(stem: str) -> tuple[int, int] | None:
+    """``(day_ms, opened_ms)`` of a :func:`spool_segment_name`, or None for another name."""
+    parts = stem.split("-")
+    if len(parts) != 4 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return int(parts[0]), int(parts[1])
 
 
 def is_archive_file_name(file_name: str) -> bool:

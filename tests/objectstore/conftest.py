@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +15,9 @@ import boto3
 import pytest
 
 from eventlake.config import add_source, load_settings, write_initial_config
+from tests.catalog.conftest import clean_env
 from tests.catalog.servers import AZURITE_ACCOUNT, Azurite, Moto
+from tests.collect.harness import EVENTLAKE
 from tests.conftest import Lake
 
 BUCKET = "eventlake-lake"
@@ -74,3 +78,14 @@ def s3_lake(tmp_path: Path, moto: Moto, spark_state: Path) -> Lake:
     settings = load_settings(config, environ={})
     settings = dataclasses.replace(settings, lake=dataclasses.replace(settings.lake, state_dir=spark_state))
     return Lake(tmp_path / "s3-project", config, settings, slug)
+
+
+def spark_sql_rows(lake: Lake, query: str) -> list[dict]:
+    """``eventlake sql --engine spark --format json`` on ``lake`` in its own process (a session of its
+    own: a Glue lake's tables come from its schema files), as rows."""
+    result = subprocess.run(
+        [EVENTLAKE, "--config", lake.config, "sql", "--engine", "spark", "--format", "json", query],
+        capture_output=True, text=True, timeout=300, env=clean_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 
 import boto3
 import pytest
 
 from eventlake.query.duckdb_engine import run_duckdb
 from eventlake.timestamps import now_utc
-from tests.catalog.conftest import clean_env
-from tests.collect.harness import EVENTLAKE
+from tests.objectstore.conftest import spark_sql_rows
 from tests.objectstore.test_s3_sync import MESSAGES, sync, track
 
 pytestmark = pytest.mark.integration
@@ -64,9 +62,4 @@ def test_glue_gets_athena_views_that_follow_the_tables(s3_lake, spark, moto):
 
     # Spark reads a Glue lake through its schema files: the same views, defined in its session
     query = f"SELECT id, coupon FROM {db}.order_completed ORDER BY id"
-    spark_sql = subprocess.run(
-        [EVENTLAKE, "--config", s3_lake.config, "sql", "--engine", "spark", "--format", "json", query],
-        capture_output=True, text=True, timeout=300, env=clean_env(),
-    )  # fmt: skip
-    assert spark_sql.returncode == 0, spark_sql.stderr
-    assert json.loads(spark_sql.stdout) == [dict(r) for r in rows]
+    assert spark_sql_rows(s3_lake, query) == [dict(r) for r in rows]

@@ -5,8 +5,6 @@ run killed at any commit step completed exactly once."""
 from __future__ import annotations
 
 import dataclasses
-import json
-import subprocess
 
 import boto3
 import pytest
@@ -18,8 +16,7 @@ from eventlake.errors import ConfigError
 from eventlake.query import run_query
 from eventlake.sync import run_sync
 from eventlake.timestamps import now_utc
-from tests.catalog.conftest import clean_env
-from tests.collect.harness import EVENTLAKE
+from tests.objectstore.conftest import spark_sql_rows
 from tests.sync.test_sync import CRASH_POINTS as LOCAL_CRASH_POINTS
 from tests.sync.test_sync import Killed, kill_on_call
 
@@ -72,14 +69,9 @@ def test_a_lake_on_s3_holds_the_same_rows_as_a_local_lake(s3_lake, lake, spark, 
     # Spark SQL reads the lake in the bucket too (its own session: Glue -> tables from schema files)
     db = s3_lake.source.database
     query = f"SELECT message_id, properties_revenue, day FROM {db}.track_order_completed ORDER BY 1"
-    spark_sql = subprocess.run(
-        [EVENTLAKE, "--config", s3_lake.config, "sql", "--engine", "spark", "--format", "json", query],
-        capture_output=True, text=True, timeout=300, env=clean_env(),
-    )  # fmt: skip
-    assert spark_sql.returncode == 0, spark_sql.stderr
     duck = run_query(s3_lake.settings, query, engine="duckdb").rows
     assert [
-        (r["message_id"], float(r["properties_revenue"]), r["day"]) for r in json.loads(spark_sql.stdout)
+        (r["message_id"], float(r["properties_revenue"]), r["day"]) for r in spark_sql_rows(s3_lake, query)
     ] == [(r["message_id"], float(r["properties_revenue"]), r["day"]) for r in duck]
 
     # every byte is in the bucket: nothing under a local folder named after the URI

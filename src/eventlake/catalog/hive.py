@@ -92,11 +92,13 @@ class HiveCatalog(Catalog):
 
     def _forget(self, database: str, table: str | None = None) -> None:
         """Drop what this catalog remembers of a table (of every table of ``database`` when None)."""
-        self._known = {k: v for k, v in self._known.items() if k[0] != database or table not in (None, k[1])}
-        self._ensured = {k for k in self._ensured if k[0] != database or table not in (None, k[1])}
-        self._storage = {
-            k: v for k, v in self._storage.items() if k[0] != database or table not in (None, k[1])
-        }
+
+        def kept(key: tuple[str, ...]) -> bool:
+            return key[0] != database or table not in (None, key[1])
+
+        self._known = {k: v for k, v in self._known.items() if kept(k)}
+        self._ensured = {k for k in self._ensured if kept(k)}
+        self._storage = {k: v for k, v in self._storage.items() if kept(k)}
 
     def ensure_database(self, name: str) -> None:
         if not self.spark.catalog.databaseExists(name):  # IF NOT EXISTS alone logs a Hive stack trace
@@ -110,7 +112,7 @@ class HiveCatalog(Catalog):
 
     def list_tables(self, database: str) -> list[str]:
         # the external catalog's names: spark.catalog.listTables looks every table up (150 ms each)
-        external = self.spark._jsparkSession.sharedState().externalCatalog()
+        external = self._jvm()["external"]
         if not external.databaseExists(database):
             return []
         names = external.listTables(database).mkString("\n")  # Hive's names hold no newline
@@ -122,7 +124,7 @@ class HiveCatalog(Catalog):
         if not names:
             return {}
         jvm = self.spark.sparkContext._jvm
-        external = self.spark._jsparkSession.sharedState().externalCatalog()
+        external = self._jvm()["external"]
         found = external.getTablesByName(database, jvm.PythonUtils.toSeq(names))
         schemas: dict[str, tuple[Column, ...]] = {}
         tables = found.iterator()
@@ -173,7 +175,7 @@ class HiveCatalog(Catalog):
         ddl = ", ".join(f"{_ident(name)} {k}" for name, k in changed)
         jvm = self.spark.sparkContext._jvm
         schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl)
-        external = self.spark._jsparkSession.sharedState().externalCatalog()
+        external = self._jvm()["external"]
         external.alterTableDataSchema(database, table, schema)
         self.spark.catalog.refreshTable(f"{_ident(database)}.{_ident(table)}")
 
@@ -286,7 +288,7 @@ class HiveCatalog(Catalog):
         partial = jvm.scala.Option.apply(
             jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(shared) if shared else None
         )
-        external = self.spark._jsparkSession.sharedState().externalCatalog()
+        external = self._jvm()["external"]
         try:
             names = external.listPartitionNames(spec.database, spec.name, partial).mkString("\n")
         except Py4JJavaError:
@@ -302,7 +304,7 @@ class HiveCatalog(Catalog):
         return sorted(_partition_values(row[0]) for row in rows)
 
     def replace_views(self, database: str, views: Sequence[View]) -> list[str]:
-        external = self.spark._jsparkSession.sharedState().externalCatalog()
+        external = self._jvm()["external"]
         left = []
         for view in views:  # Spark views in the metastore: Spark, the Thrift server and dbt-spark read them
             if external.tableExists(database, view.name):

@@ -204,7 +204,7 @@ def connect(
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
-        define_lake(con, settings, sql, scratch)
+        define_lake(con, settings, lake_tables(settings), sql, scratch)
         if read_only:
             lake = storage.local_path(settings.lake.root)
             allowed = [str(p).rstrip("/") + "/" for p in (lake, scratch) if p is not None]
@@ -219,11 +219,19 @@ def connect(
     return con
 
 
-def define_lake(con: duckdb.DuckDBPyConnection, settings: Settings, sql: str, scratch: Path) -> list[str]:
-    """Create, in ``con``, a schema per database with a view per lake table named in ``sql``
-    (every table when ``sql`` is empty) and the warehouse views over them; the views' names."""
+def lake_tables(settings: Settings) -> list[TableSpec]:
+    """The lake's tables DuckDB reads (Parquet and JSON), from their schema files."""
+    specs = read_schema_files(settings.lake.storage(), settings.lake.root)
+    return [s for s in specs if s.format in ("parquet", "json")]
+
+
+def define_lake(
+    con: duckdb.DuckDBPyConnection, settings: Settings, specs: list[TableSpec], sql: str, scratch: Path
+) -> list[str]:
+    """Create, in ``con``, a schema per database of ``specs`` (:func:`lake_tables`) with a view per
+    table named in ``sql`` (every table when ``sql`` is empty) and the warehouse views over them;
+    the views' names."""
     storage = settings.lake.storage()
-    specs = [s for s in read_schema_files(storage, settings.lake.root) if s.format in ("parquet", "json")]
     views = database_views(specs)
     for database in sorted({s.database for s in specs}):
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(database)}")
@@ -258,7 +266,7 @@ def write_database_file(settings: Settings, path: Path) -> list[str]:
             "(DuckDB's httpfs extension cannot be installed here): query it with `eventlake sql` "
             "(either engine), Spark's Thrift server or Athena"
         )
-    specs = read_schema_files(storage, settings.lake.root)
+    specs = lake_tables(settings)
     try:
         con = duckdb.connect(str(path))
     except duckdb.Error as exc:
@@ -269,7 +277,7 @@ def write_database_file(settings: Settings, path: Path) -> list[str]:
         con.execute("BEGIN TRANSACTION")  # readers see the old views or the new ones
         for database in sorted({s.database for s in specs}):
             con.execute(f"DROP SCHEMA IF EXISTS {ident(database)} CASCADE")
-        made = define_lake(con, settings, "", path.parent)
+        made = define_lake(con, settings, specs, "", path.parent)
         con.execute("COMMIT")
         return made
     except duckdb.Error as exc:
