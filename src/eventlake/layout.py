@@ -75,23 +75,28 @@ def lake_relative(lake: Location, path: Location) -> str:
 # lake tables ---------------------------------------------------------------------------------
 
 
-# partition keys of each ``date_partition`` setting, outermost first, with their Java date pattern
-_PARTITION_PATTERNS = {
-    "day-hour": (("day", "yyyy-MM-dd"), ("hr", "HH")),
-    "year-month-day-hour": (("year", "yyyy"), ("month", "MM"), ("day", "dd"), ("hr", "HH")),
-    "year-month-day": (("year", "yyyy"), ("month", "MM"), ("day", "dd")),
-    "day": (("day", "yyyy-MM-dd"),),
+# partition keys of each ``date_partition`` setting, outermost first, with their strftime format
+# (of the message's receivedAt in UTC)
+_PARTITION_FORMATS = {
+    "day-hour": (("day", "%Y-%m-%d"), ("hr", "%H")),
+    "year-month-day-hour": (("year", "%Y"), ("month", "%m"), ("day", "%d"), ("hr", "%H")),
+    "year-month-day": (("year", "%Y"), ("month", "%m"), ("day", "%d")),
+    "day": (("day", "%Y-%m-%d"),),
 }
 
 
-def partition_patterns(date_partition: str) -> tuple[tuple[str, str], ...]:
-    """``(key, Java date pattern)`` pairs of a ``date_partition`` setting (for Spark's date_format)."""
-    return _PARTITION_PATTERNS[date_partition]
+def partition_formats(date_partition: str) -> tuple[tuple[str, str], ...]:
+    """``(key, strftime format)`` pairs of a ``date_partition`` setting.
+
+    >>> partition_formats("day-hour")
+    (('day', '%Y-%m-%d'), ('hr', '%H'))
+    """
+    return _PARTITION_FORMATS[date_partition]
 
 
 def partition_columns(date_partition: str) -> tuple[str, ...]:
     """The partition keys of a ``date_partition`` setting, outermost first."""
-    return tuple(key for key, _ in _PARTITION_PATTERNS[date_partition])
+    return tuple(key for key, _ in _PARTITION_FORMATS[date_partition])
 
 
 def source_data_dir(lake: Location, source_dir_name: str) -> Location:

@@ -128,3 +128,108 @@ def test_messages_name_their_shape_and_each_shape_comes_once() -> None:
         (None, "3-1", "bigint"),
     ]
     assert all(row[5] is None for row, _ in results)  # messages carry the name, not the map
+
+
+def _archive(tmp_path, lines: list[str]):
+    import gzip
+
+    path = tmp_path / "archive.gz"
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    return path
+
+
+def test_the_parse_pass_keeps_valid_messages_values_in_pieces_and_numbers_every_row(tmp_path) -> None:
+    import pyarrow as pa
+
+    from eventlake.sync.pieces import pieces_by_type, read_pieces
+    from eventlake.sync.transform import PARSED_ARROW, parse_files, payload_hash
+
+    lines = [
+        archived({"type": "identify", "userId": "u1", "messageId": "m1", "traits": {"age": 3}}),
+        "{nope",
+        archived({"type": "track", "event": "Signed Up", "userId": "u2", "messageId": "m2"}),
+        archived({"type": "identify", "userId": "u3", "messageId": "m3", "traits": {"age": 4}}),
+    ]
+    archive = _archive(tmp_path, lines)
+    folder = tmp_path / "pieces"
+    batch = pa.RecordBatch.from_pydict({"location": [str(archive)]})
+    out = pa.Table.from_batches(
+        list(parse_files([batch], storage=LocalStorage(), pieces=folder)), schema=PARSED_ARROW
+    ).to_pylist()
+    positions = [row["position"] for row in out]
+    assert positions == list(range(len(out)))  # task 0: shapes and rejected lines numbered too
+    messages = [row for row in out if row["ok"] is not None]
+    assert [(m["ok"], m["message_id"]) for m in messages] == [
+        (True, "m1"),
+        (False, None),
+        (True, "m2"),
+        (True, "m3"),
+    ]
+    assert messages[1]["raw"] == "{nope" and messages[1]["payload_hash"] is None
+    found = pieces_by_type(LocalStorage(), folder)
+    assert sorted(found) == ["identify", "track_signed_up"]
+    identify = read_pieces(LocalStorage(), found["identify"][1], pa.array([], pa.int64()), None).to_pylist()
+    assert [p["message_id"] for p in identify] == ["m1", "m3"]
+    by_id = {m["message_id"]: m for m in messages if m["ok"]}
+    assert [p["position"] for p in identify] == [by_id["m1"]["position"], by_id["m3"]["position"]]
+    assert loads(identify[0]["payload"])["traits_age"] == 3
+    assert by_id["m1"]["payload_hash"] == payload_hash(identify[0]["payload"])
+    kept = read_pieces(LocalStorage(), found["identify"][1], pa.array([by_id["m1"]["position"]]), None)
+    assert kept.column("message_id").to_pylist() == ["m3"]
+    later = (RECEIVED.replace(minute=48), RECEIVED.replace(hour=11))
+    assert read_pieces(LocalStorage(), found["identify"][1], pa.array([], pa.int64()), later).num_rows == 0
+
+
+def test_a_failed_parse_task_leaves_no_piece(tmp_path) -> None:
+    from eventlake.sync.pieces import Pieces, pieces_by_type
+
+    folder = tmp_path / "pieces"
+    try:
+        with Pieces(LocalStorage(), folder, 7) as pieces:
+            for position in range(2500):  # past one flush: a file is open when the task fails
+                pieces.add("identify", position, f"m{position}", RECEIVED, "{}")
+            raise RuntimeError("the task died")
+    except RuntimeError:
+        pass
+    assert pieces_by_type(LocalStorage(), folder) == {}
+
+
+def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from eventlake.sync.pieces import Pieces, pieces_by_type
+    from eventlake.sync.write import write_segment_type
+
+    folder = tmp_path / "pieces"
+    ten, eleven = RECEIVED, RECEIVED.replace(hour=11)
+    with Pieces(LocalStorage(), folder, 0) as pieces:
+        pieces.add("identify", 5, "m5", eleven, '{"message_id": "m5"}')
+        pieces.add("identify", 3, "m3", ten, '{"message_id": "m3", "traits_age": "old"}')
+        pieces.add("identify", 1, "m1", ten, '{"message_id": "m1", "traits_age": 3}')
+    with Pieces(LocalStorage(), folder, 1) as pieces:
+        pieces.add("identify", 2, "m2", ten, '{"message_id": "m2"}')  # dropped: a duplicate
+    paths = pieces_by_type(LocalStorage(), folder)["identify"][1]
+    stage = RunStage(tmp_path, "src1", "src1", "r1", ("day", "hr"))
+    common = {
+        "schemas": {"identify": (("message_id", "string"), ("traits_age", "bigint"))},
+        "drop": pa.array([2], pa.int64()), "window": None, "stage": stage, "storage": LocalStorage(),
+        "formats": (("day", "%Y-%m-%d"), ("hr", "%H")),
+    }  # fmt: skip
+    records = write_segment_type((4, "identify", paths), blocked=(), **common)
+    name = "part-r1-00004.parquet"
+    assert records == [
+        StagedFile(TABLE, name, 2, "identify", ("2026-11-22", "10")),
+        StagedFile(TABLE, name, 1, "identify", ("2026-11-22", "11")),
+        StagedFile(DEDUPE, name, 3),
+        StagedFile(VALUES, "values-" + name, 1),
+    ]
+    assert pq.read_table(stage.staged(records[0])).to_pydict() == {
+        "message_id": ["m1", "m3"], "traits_age": [3, None]
+    }  # fmt: skip
+    blocked = write_segment_type((4, "identify", paths), blocked=("identify",), **common)
+    assert [(f.kind, f.name, f.rows) for f in blocked] == [("messages", "blocked-" + name, 3)]
+    rows = pq.read_table(stage.staged(blocked[0])).to_pylist()
+    assert [(r["kind"], r["reason"], r["message_id"], r["table_name"]) for r in rows] == [
+        ("message", "table limit reached", m, "identify") for m in ("m1", "m3", "m5")
+    ]

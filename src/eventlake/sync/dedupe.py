@@ -30,7 +30,7 @@ def dedupe(
     until: datetime | None = None,
 ) -> DataFrame:
     """The ``position`` of each ``valid`` row to drop: every copy of a messageId but the first
-    (earliest received; then the smaller payload, then the earlier position), and every row whose
+    (earliest received; then the smaller hash of its values, then the earlier position), and every row whose
     messageId is in the dedupe ``index`` received up to ``window_days`` before the run's first
     message (and, for a replay, before ``until``: the range's own ids are in the index from the
     syncs that first brought them).
@@ -41,7 +41,7 @@ def dedupe(
     broadcast, and only the repeated rows are ordered."""
     ids = valid.select("message_id")
     repeated = F.broadcast(ids.groupBy("message_id").count().filter("count > 1").select("message_id"))
-    first = Window.partitionBy("message_id").orderBy("received_at", "payload", "position")
+    first = Window.partitionBy("message_id").orderBy("received_at", "payload_hash", "position")
     drop = (
         valid.join(repeated, "message_id", "left_semi")
         .withColumn("_n", F.row_number().over(first))

@@ -29,7 +29,7 @@ from eventlake.sync.commit import apply
 from eventlake.sync.dedupe import dedupe
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
 from eventlake.sync.plan import TablePlan, observe, plan_tables
-from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table, stage_rejected_messages
+from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table, stage_invalid_messages
 from eventlake.sync.read import files_frame
 from eventlake.sync.replay import ReplayRange, replace_partitions, replay_files
 from eventlake.sync.report import (
@@ -136,13 +136,10 @@ class SourceSync:
     ) -> tuple[Manifest, SyncResult]:
         # the workers read the archive through storage: the lake's store needs no Hadoop connector
         suppressed = SuppressionList(self.storage, self.lake, self.source.id).user_ids()
-        parse = functools.partial(parse_files, storage=self.storage, suppressed=suppressed)
+        pieces = stage.scratch("pieces")  # the valid messages' values, for the write pass
+        parse = functools.partial(parse_files, storage=self.storage, pieces=pieces, suppressed=suppressed)
         lines = files_frame(self.spark, [f.path for f in files])
-        # each row numbered once (the number is stored with it): dedupe names the rows it drops
-        numbered = lines.mapInArrow(parse, PARSED_SCHEMA).withColumn(
-            "position", F.monotonically_increasing_id()
-        )
-        parsed = self._materialize(numbered, stage, "parsed")
+        parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed")
         if self.window is not None:  # a replay: the range's messages (and every shape row)
             received = F.col("received_at")
             in_range = (received >= F.lit(self.window[0])) & (received < F.lit(self.window[1]))
@@ -177,11 +174,14 @@ class SourceSync:
             observed, self.catalog, self.database, self.source.table_prefix,
             self.settings.sync.max_tables_per_database, quarantine, self.say,
         )  # fmt: skip
-        staged = write_tables(deduped, plan.schemas, stage, self.source.date_partition, self.storage)
-        blocked_messages, messages = stage_rejected_messages(
-            parsed if invalid else None, deduped, plan.blocked, stage, self.storage
-        )
-        staged += messages
+        drop = [row["position"] for row in dropped_rows.collect()]  # few: client retries
+        staged = write_tables(
+            self.spark, pieces, plan.schemas, plan.blocked, drop, self.window, stage,
+            self.source.date_partition, self.storage,
+        )  # fmt: skip
+        if invalid:
+            staged += stage_invalid_messages(parsed, stage, self.storage)
+        blocked_messages = sum(observed.counts.get(segment_type, 0) for segment_type in plan.blocked)
         tables = [self._table(table, stage, staged) for table in plan.tables.values()]
         result = SyncResult(
             self.source.slug, self.source.id, stage.run_id, "Success", start, now_utc(),

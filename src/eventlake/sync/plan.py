@@ -40,6 +40,7 @@ class Observed:
     hundred ms of scheduling however small the run)."""
 
     messages: int
+    counts: dict[str, int]  # segment type -> messages
     types: dict[str, dict[str, set[str]]]  # segment type -> column -> the value types seen
     collisions: dict[str, list[str]]  # segment type -> the column name collisions seen
 
@@ -54,16 +55,18 @@ def observe(deduped: DataFrame, parsed: DataFrame) -> Observed:
     groups = deduped.groupBy("segment_type", "shape").agg(
         F.count("*").alias("n"), F.array_distinct(F.flatten(F.collect_set("collisions"))).alias("collisions")
     )
-    messages, types, collisions = 0, {}, {}
+    counts: dict[str, int] = {}
+    types: dict[str, dict[str, set[str]]] = {}
+    collisions: dict[str, list[str]] = {}
     for row in groups.collect():
-        messages += row["n"]
+        counts[row["segment_type"]] = counts.get(row["segment_type"], 0) + row["n"]
         columns = types.setdefault(row["segment_type"], {})
         for column, kind in shapes[row["shape"]].items():
             columns.setdefault(column, set()).add(kind)
         if row["collisions"]:
             seen = collisions.setdefault(row["segment_type"], [])
             seen.extend(c for c in row["collisions"] if c not in seen)
-    return Observed(messages, types, collisions)
+    return Observed(sum(counts.values()), counts, types, collisions)
 
 
 def plan_tables(

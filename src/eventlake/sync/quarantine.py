@@ -8,7 +8,7 @@ partition ``run_id=<run>`` of the source's ``<prefix>_quarantine`` table.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -59,37 +59,27 @@ def rows_table(rows: Sequence[tuple[Any, ...]]) -> Any:
     return pa.Table.from_arrays(arrays, schema=QUARANTINE_ARROW)
 
 
-def stage_rejected_messages(
-    parsed: Any, deduped: Any, blocked: Collection[str], stage: RunStage, storage: Storage
-) -> tuple[int, list[StagedFile]]:
-    """Stage the messages rejected whole: invalid ones (``parsed`` rows not ``ok``) and those of
-    the ``blocked`` segment types (tables past the limit). Returns the count of the latter and the
-    files staged. (Values that did not fit their column are staged by the write pass.)"""
-    from pyspark.sql import DataFrame
+def message_row(
+    reason: str, message_id: Any, table: str | None, raw: str | None, received_at: Any
+) -> tuple[Any, ...]:
+    """A message rejected whole, as a quarantine row (``table``: its table, when it has one)."""
+    return ("message", reason, message_id, table, None, None, raw, received_at)
+
+
+def stage_invalid_messages(parsed: Any, stage: RunStage, storage: Storage) -> list[StagedFile]:
+    """Stage the invalid messages (``parsed`` rows not ``ok``, but for a suppressed user's: those
+    are dropped) into one quarantine file. (Values that did not fit their column, and the messages
+    of tables past the limit, are staged by the write pass.)"""
     from pyspark.sql import functions as F
 
-    none = F.lit(None).cast("string")
-    parts = []
-    if parsed is not None:
-        rejected = ~F.col("ok") & (F.col("reason") != F.lit(SUPPRESSED))  # a suppressed user's: dropped
-        parts.append(parsed.filter(rejected).select(
-            F.lit("message").alias("kind"), "reason", "message_id", none.alias("table_name"),
-            none.alias("column_name"), none.alias("target_type"), F.col("raw").alias("raw_value"),
-            "received_at",
-        ))  # fmt: skip
-    blocked_count = 0
-    if blocked:
-        rows = deduped.filter(F.col("segment_type").isin(list(blocked)))
-        blocked_count = rows.count()
-        parts.append(rows.select(
-            F.lit("message").alias("kind"), F.lit(TABLE_LIMIT_REASON).alias("reason"), "message_id",
-            F.col("segment_type").alias("table_name"), none.alias("column_name"),
-            none.alias("target_type"), F.col("payload").alias("raw_value"), "received_at",
-        ))  # fmt: skip
-    if not parts:
-        return 0, []
     from eventlake.sync.write import staged_files, write_rows_file
 
+    none = F.lit(None).cast("string")
+    rejected = ~F.col("ok") & (F.col("reason") != F.lit(SUPPRESSED))
+    rows = parsed.filter(rejected).select(
+        F.lit("message").alias("kind"), "reason", "message_id", none.alias("table_name"),
+        none.alias("column_name"), none.alias("target_type"), F.col("raw").alias("raw_value"), "received_at",
+    )  # fmt: skip
     write = functools.partial(
         write_rows_file,
         schema=QUARANTINE_ARROW,
@@ -98,5 +88,4 @@ def stage_rejected_messages(
         stage=stage,
         storage=storage,
     )
-    rows = functools.reduce(DataFrame.unionByName, parts).coalesce(1)  # few rows: one file
-    return blocked_count, staged_files(rows, write)
+    return staged_files(rows.coalesce(1), write)  # few rows: one file

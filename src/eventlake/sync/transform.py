@@ -1,13 +1,14 @@
 """Per-message work done in Spark's Python workers: parse, validate, flatten.
 
 Plain functions over an iterator of rows, so they are testable without Spark; the rules stay in
-:mod:`eventlake.spec` and :mod:`eventlake.schema`. The cast-and-write pass is :mod:`.writer`.
+:mod:`eventlake.spec` and :mod:`eventlake.schema`. The cast-and-write pass is :mod:`.write`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -20,7 +21,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from eventlake.archive import read_archive_lines
 from eventlake.schema import flatten, segment_type, value_type
 from eventlake.spec import validate
-from eventlake.storage import Storage, to_location
+from eventlake.storage import Location, Storage, to_location
+from eventlake.sync.pieces import Pieces, position_base
 from eventlake.timestamps import parse_timestamp
 
 # top-level columns that would shadow a partition key get this prefix
@@ -40,12 +42,13 @@ PARSED_SCHEMA = T.StructType(
         T.StructField("message_id", T.StringType()),
         T.StructField("received_at", T.TimestampType()),
         T.StructField("segment_type", T.StringType()),
-        T.StructField("payload", T.StringType()),
+        T.StructField("payload_hash", T.LongType()),  # the values stay in the run's pieces
         T.StructField("types", T.MapType(T.StringType(), T.StringType())),  # shapes only
         T.StructField("collisions", T.ArrayType(T.StringType())),
         T.StructField("reason", T.StringType()),
         T.StructField("raw", T.StringType()),
         T.StructField("shape", T.StringType()),
+        T.StructField("position", T.LongType()),  # the row's number in the run (see .pieces)
     ]
 )
 
@@ -118,38 +121,54 @@ class Shapes:
 
 
 def parse_files(
-    batches: Iterable[pa.RecordBatch], *, storage: Storage, suppressed: frozenset[str] = frozenset()
-) -> Iterator[pa.RecordBatch]:
+    batches: Iterable[pa.RecordBatch], *, storage: Storage, pieces: Location,
+    suppressed: frozenset[str] = frozenset(),
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """``mapInArrow`` over a frame of archive file locations (:func:`.read.files_frame`): each
     file is read through ``storage`` by the worker and its lines come out as :data:`PARSED_ARROW`
-    rows (messages and shapes), in batches of at most :data:`BATCH_ROWS`; ``suppressed``: the
-    source's suppressed userIds."""
+    rows (messages and shapes), in batches of at most :data:`BATCH_ROWS`, while the valid
+    messages' values go to the run's :mod:`pieces <.pieces>` in the folder ``pieces``;
+    ``suppressed``: the source's suppressed userIds."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    shapes = Shapes(context.partitionId() if context is not None else 0)
-    with without_cycle_collection():
-        yield from _parse_batches(batches, shapes, storage, suppressed)
+    task = context.partitionId() if context is not None else 0
+    with without_cycle_collection(), Pieces(storage, pieces, task) as kept:
+        yield from _parse_batches(batches, Shapes(task), kept, position_base(task), storage, suppressed)
 
 
 def _parse_batches(
-    batches: Iterable[pa.RecordBatch], shapes: Shapes, storage: Storage, suppressed: frozenset[str]
-) -> Iterator[pa.RecordBatch]:
+    batches: Iterable[pa.RecordBatch], shapes: Shapes, pieces: Pieces, position: int, storage: Storage,
+    suppressed: frozenset[str],
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
     for batch in batches:
         for location in batch.column(0).to_pylist():
             rows: list[tuple[Any, ...]] = []
             for line in read_archive_lines(storage, to_location(location)):
                 text = line.decode("utf-8", "replace")
-                if text.strip():
-                    row, shape = shapes.row(parse_line(text, suppressed))
-                    rows.append(row)
-                    if shape is not None:
-                        rows.append(shape)
+                if not text.strip():
+                    continue
+                row, shape = shapes.row(parse_line(text, suppressed))
+                payload = row[4]
+                if row[0]:  # a valid message: its values go to the pieces, Spark gets their hash
+                    pieces.add(row[3], position, row[1], row[2], payload)
+                    payload = payload_hash(payload)
+                rows.append((*row[:4], payload, *row[5:], position))
+                position += 1
+                if shape is not None:
+                    rows.append((*shape, position))
+                    position += 1
                 if len(rows) >= BATCH_ROWS:
                     yield parsed_batch(rows)
                     rows = []
             if rows:
                 yield parsed_batch(rows)
+
+
+def payload_hash(payload: str) -> int:
+    """A signed 64-bit digest of a message's values: the dedupe's tie-break between two copies of a
+    message received at the same moment, the same whatever order the files are read in."""
+    return int.from_bytes(hashlib.blake2b(payload.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 @contextlib.contextmanager

@@ -1,10 +1,10 @@
-"""The write pass: one Spark shuffle groups the rows by (table, partition), then each Python worker
-casts its rows to their table's columns and writes one Parquet file per group with pyarrow.
+"""The write pass: one Spark task per segment type reads the type's :mod:`pieces <.pieces>`
+(the run's valid messages, kept by the parse pass), casts the rows to their table's columns and
+writes one Parquet file per partition with pyarrow.
 
-Spark hands each worker its rows sorted by (segment_type, partition values), so a group is
-complete when the key changes and memory stays bounded by the largest group. Besides the table
-files, each worker writes its slice of the dedupe index and the values that did not fit their
-column (quarantine). Everything goes to the run's stage; each worker returns a
+Each task sorts its rows by partition, so a group is complete when the key changes. Besides the
+table files, each task writes its slice of the dedupe index and the values that did not fit their
+column (quarantine). Everything goes to the run's stage; each task returns a
 :class:`~eventlake.sync.stage.StagedFile` per file, which the driver collects.
 """
 
@@ -12,23 +12,27 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eventlake import layout
 from eventlake.schema import BIGINT, BOOLEAN, STRING, cast_value
 from eventlake.schema.arrow import arrow_schema
-from eventlake.storage import Storage
+from eventlake.storage import Location, Storage
 from eventlake.sync.dedupe import INDEX_SCHEMA
-from eventlake.sync.quarantine import rows_table, value_row
-from eventlake.sync.stage import DEDUPE, TABLE, VALUES, RunStage, StagedFile
+from eventlake.sync.pieces import pieces_by_type, read_pieces
+from eventlake.sync.quarantine import TABLE_LIMIT_REASON, message_row, rows_table, value_row
+from eventlake.sync.stage import DEDUPE, MESSAGES, TABLE, VALUES, RunStage, StagedFile
 from eventlake.sync.transform import dumps, loads
 
 DEDUPE_SCHEMA = to_arrow_schema(INDEX_SCHEMA, timezone="UTC")
+BATCH_ROWS = 10_000  # rows a write task turns into Python objects at a time
 # a StagedFile as Arrow, what the workers hand back to the driver
 STAGED_ARROW = pa.schema(
     [
@@ -125,19 +129,6 @@ def write_partition(
         yield written
 
 
-def write_batches(
-    batches: Iterable[pa.RecordBatch],
-    *,
-    schemas: Mapping[str, Sequence[tuple[str, str]]],
-    stage: RunStage,
-    storage: Storage,
-) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` wrapper of :func:`write_partition`: one batch of :data:`STAGED_ARROW` rows."""
-    rows = (row for batch in batches for row in zip(*(c.to_pylist() for c in batch.columns), strict=True))
-    files = list(write_partition(_task_index(), rows, schemas=schemas, stage=stage, storage=storage))
-    yield staged_batch(files)
-
-
 def write_rows_file(
     batches: Iterable[pa.RecordBatch], *, schema: pa.Schema, kind: str, prefix: str, stage: RunStage,
     storage: Storage,
@@ -180,22 +171,60 @@ def _task_index() -> int:
 
 
 def write_tables(
-    deduped: Any, schemas: Mapping[str, Sequence[tuple[str, str]]], stage: RunStage, date_partition: str,
+    spark: Any, pieces: Location, schemas: Mapping[str, Sequence[tuple[str, str]]], blocked: Collection[str],
+    drop: Sequence[int], window: tuple[datetime, datetime] | None, stage: RunStage, date_partition: str,
     storage: Storage,
 ) -> list[StagedFile]:  # fmt: skip
-    """Stage every planned table's files in one pass; the files written, as the workers report."""
-    from pyspark.sql import functions as F
+    """Stage every planned table's files, and the messages of the ``blocked`` segment types, from
+    the run's ``pieces``: one Spark task per segment type, the largest first, reads that type's
+    pieces without the rows at the positions in ``drop`` (and, for a replay, without those received
+    outside ``window``). Returns the files written, as the workers report them."""
+    found = pieces_by_type(storage, pieces)
+    units = sorted(
+        ((size, segment_type, paths) for segment_type, (size, paths) in found.items()
+         if segment_type in schemas or segment_type in blocked),
+        reverse=True,
+    )  # fmt: skip
+    if not units:
+        return []
+    write = functools.partial(
+        write_segment_type, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
+        drop=pa.array(sorted(drop), pa.int64()), storage=storage,
+        formats=layout.partition_formats(date_partition),
+    )  # fmt: skip
+    work = [(index, segment_type, paths) for index, (_, segment_type, paths) in enumerate(units)]
+    return spark.sparkContext.parallelize(work, len(work)).flatMap(write).collect()
 
-    partition_cols = [
-        F.date_format("received_at", pattern).alias(key)
-        for key, pattern in layout.partition_patterns(date_partition)
-    ]
-    grouped = (
-        deduped.filter(F.col("segment_type").isin(list(schemas)))
-        .select("segment_type", *partition_cols, "message_id", "received_at", "payload")
-        .repartition("segment_type", *stage.keys)
-        .sortWithinPartitions("segment_type", *stage.keys)
-    )
-    return staged_files(
-        grouped, functools.partial(write_batches, schemas=schemas, stage=stage, storage=storage)
-    )
+
+def write_segment_type(
+    unit: tuple[int, str, Sequence[str]], *, schemas: Mapping[str, Sequence[tuple[str, str]]],
+    blocked: Collection[str], drop: pa.Array, window: tuple[datetime, datetime] | None, stage: RunStage,
+    storage: Storage, formats: Sequence[tuple[str, str]],
+) -> list[StagedFile]:  # fmt: skip
+    """One write task: the pieces of one segment type into its table's staged files (see
+    :func:`write_partition`), or, for a ``blocked`` type, into the quarantine as whole messages."""
+    index, segment_type, paths = unit
+    table = read_pieces(storage, paths, drop, window)
+    if not table.num_rows:
+        return []
+    if segment_type in blocked:
+        table = table.sort_by("position")
+        rows = [
+            message_row(TABLE_LIMIT_REASON, message_id, segment_type, payload, received)
+            for message_id, payload, received in zip(
+                *(table[c].to_pylist() for c in ("message_id", "payload", "received_at")), strict=True
+            )
+        ]
+        written = StagedFile(MESSAGES, layout.part_file_name(stage.run_id, index, "blocked-"), len(rows))
+        write_parquet(storage, stage.staged(written), rows_table(rows))
+        return [written]
+    keys = [f"_{key}" for key, _ in formats]
+    for name, (_, pattern) in zip(keys, formats, strict=True):
+        table = table.append_column(name, pc.strftime(table["received_at"], format=pattern))
+    table = table.sort_by([(name, "ascending") for name in [*keys, "position"]])
+    rows = (
+        (segment_type, *row)
+        for batch in table.select([*keys, "message_id", "received_at", "payload"]).to_batches(BATCH_ROWS)
+        for row in zip(*(column.to_pylist() for column in batch.columns), strict=True)
+    )  # Python objects for one batch at a time
+    return list(write_partition(index, rows, schemas=schemas, stage=stage, storage=storage))

@@ -1,0 +1,139 @@
+"""A run's valid messages, kept by the parse pass for the write pass without passing through Spark.
+
+The parse workers hand Spark only what the dedupe and the plan need (ids, times, shapes); each
+message's flattened values go into the run's scratch as an Arrow file per (parse task, segment
+type): a *piece*. Once the plan has typed every table, one write task per segment type reads that
+type's pieces, drops the rows the dedupe named (by ``position``) and writes the table's files. So
+the payloads never enter the JVM, are never shuffled, and are parsed once.
+
+A piece's rows: ``position`` (the row's number in the run, see :func:`position_base`),
+``message_id``, ``received_at``, ``payload`` (the flattened values as JSON).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from eventlake.storage import Location, Storage, to_location
+
+PIECE_SCHEMA = pa.schema(
+    [
+        ("position", pa.int64()),
+        ("message_id", pa.string()),
+        ("received_at", pa.timestamp("us", tz="UTC")),
+        ("payload", pa.string()),
+    ]
+)
+PIECE_SUFFIX = ".arrow"
+_FLUSH_ROWS = 2000  # rows buffered per segment type before they are written
+
+
+def position_base(task: int) -> int:
+    """The first row number of parse task ``task``: rows are numbered ``task << 33`` upwards (as
+    Spark's ``monotonically_increasing_id``), so every row of a run has its own number."""
+    return task << 33
+
+
+def piece_path(folder: Location, segment_type: str, task: int) -> Location:
+    """``<folder>/<segment type>/<task>.arrow``."""
+    return folder / segment_type / f"{task:05d}{PIECE_SUFFIX}"
+
+
+class Pieces:
+    """One parse task's pieces: rows are buffered per segment type and streamed into that type's
+    Arrow file. Use as a context manager: the files appear whole when the task ends without an
+    error, and not at all otherwise."""
+
+    def __init__(self, storage: Storage, folder: Location, task: int) -> None:
+        self.storage, self.folder, self.task = storage, folder, task
+        self.buffers: dict[str, list[tuple[Any, ...]]] = {}
+        self.writers: dict[str, pa.ipc.RecordBatchFileWriter] = {}
+        self.files = contextlib.ExitStack()
+
+    def __enter__(self) -> Pieces:
+        return self
+
+    def add(
+        self, segment_type: str, position: int, message_id: str, received: datetime, payload: str
+    ) -> None:
+        buffer = self.buffers.get(segment_type)
+        if buffer is None:
+            buffer = self.buffers[segment_type] = []
+        buffer.append((position, message_id, received, payload))
+        if len(buffer) >= _FLUSH_ROWS:
+            self._flush(segment_type, buffer)
+
+    def _flush(self, segment_type: str, rows: list[tuple[Any, ...]]) -> None:
+        writer = self.writers.get(segment_type)
+        if writer is None:
+            handle = self.files.enter_context(
+                self.storage.open_write(piece_path(self.folder, segment_type, self.task))
+            )
+            writer = self.writers[segment_type] = pa.ipc.new_file(handle, PIECE_SCHEMA)
+        columns = list(zip(*rows, strict=True))
+        writer.write_batch(
+            pa.RecordBatch.from_arrays(
+                [pa.array(c, f.type) for c, f in zip(columns, PIECE_SCHEMA, strict=True)], schema=PIECE_SCHEMA
+            )
+        )
+        rows.clear()
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        try:
+            if error is None:
+                for segment_type, rows in self.buffers.items():
+                    if rows:
+                        self._flush(segment_type, rows)
+                for writer in self.writers.values():
+                    writer.close()
+        except BaseException as failure:
+            self.files.__exit__(type(failure), failure, failure.__traceback__)  # discards the files
+            raise
+        self.files.__exit__(kind, error, trace)  # kept whole on success, discarded on an error
+
+
+def pieces_by_type(storage: Storage, folder: Location) -> dict[str, tuple[int, list[str]]]:
+    """The pieces in ``folder`` by segment type: their total size and their locations."""
+    found: dict[str, tuple[int, list[str]]] = {}
+    for info in storage.list(folder, f"*/*{PIECE_SUFFIX}"):
+        size, paths = found.get(info.path.parent.name, (0, []))
+        found[info.path.parent.name] = (size + info.size, [*paths, str(info.path)])
+    return found
+
+
+def read_pieces(
+    storage: Storage, locations: Sequence[str], drop: pa.Array, window: tuple[datetime, datetime] | None
+) -> pa.Table:
+    """The rows of these pieces but those whose position is in ``drop`` and, for a replay, those
+    received outside ``window`` (``[start, end)``)."""
+    tables = [
+        pa.ipc.open_file(pa.py_buffer(storage.read(to_location(location)))).read_all()
+        for location in locations
+    ]
+    table = pa.concat_tables(tables) if tables else PIECE_SCHEMA.empty_table()
+    keep = _keep(table, drop, window)
+    return table if keep is None else table.filter(keep)
+
+
+def _keep(table: pa.Table, drop: pa.Array, window: tuple[datetime, datetime] | None) -> Any:
+    conditions: Iterable[Any] = []
+    if len(drop):
+        conditions = [pc.invert(pc.is_in(table["position"], value_set=drop))]
+    if window is not None:
+        received = table["received_at"]
+        start, end = (pa.scalar(_utc(t), received.type) for t in window)
+        conditions = [*conditions, pc.greater_equal(received, start), pc.less(received, end)]
+    keep = None
+    for condition in conditions:
+        keep = condition if keep is None else pc.and_(keep, condition)
+    return keep
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)  # Spark's zone
