@@ -8,7 +8,7 @@ import orjson
 
 from eventlake.spec import enrich
 from eventlake.storage import LocalStorage
-from eventlake.sync.stage import DEDUPE, TABLE, VALUES, RunStage, StagedFile
+from eventlake.sync.stage import TABLE, VALUES, RunStage, StagedFile
 from eventlake.sync.transform import loads, parse_line
 from eventlake.sync.write import cast_values, write_partition
 from eventlake.timestamps import parse_timestamp
@@ -98,7 +98,6 @@ def test_write_partition_writes_one_file_per_table_partition(tmp_path) -> None:
     assert records == [
         StagedFile(TABLE, name, 2, "identify", ("2026-11-22", "10")),
         StagedFile(TABLE, name, 1, "identify", ("2026-11-22", "11")),
-        StagedFile(DEDUPE, name, 3),
         StagedFile(VALUES, "values-" + name, 1),
     ]
     table = pq.read_table(stage.staged(records[0]))
@@ -106,11 +105,10 @@ def test_write_partition_writes_one_file_per_table_partition(tmp_path) -> None:
     assert stage.final(records[0]) == tmp_path / (
         "segment-data/data/src1/segment_type=identify/day=2026-11-22/hr=10/" + name
     )
-    quarantined = pq.read_table(stage.staged(records[3])).to_pylist()
+    quarantined = pq.read_table(stage.staged(records[2])).to_pylist()
     assert [(q["message_id"], q["column_name"], q["raw_value"]) for q in quarantined] == [
         ("m2", "traits_age", "old")
     ]
-    assert pq.read_table(stage.staged(records[2])).column("message_id").to_pylist() == ["m1", "m2", "m3"]
 
 
 def test_messages_name_their_shape_and_each_shape_comes_once() -> None:
@@ -221,7 +219,6 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
     assert records == [
         StagedFile(TABLE, name, 2, "identify", ("2026-11-22", "10")),
         StagedFile(TABLE, name, 1, "identify", ("2026-11-22", "11")),
-        StagedFile(DEDUPE, name, 3),
         StagedFile(VALUES, "values-" + name, 1),
     ]
     assert pq.read_table(stage.staged(records[0])).to_pydict() == {

@@ -3,9 +3,10 @@
 writes one Parquet file per partition with pyarrow.
 
 Each task sorts its rows by partition, so a group is complete when the key changes. Besides the
-table files, each task writes its slice of the dedupe index and the values that did not fit their
-column (quarantine). Everything goes to the run's stage; each task returns a
-:class:`~eventlake.sync.stage.StagedFile` per file, which the driver collects.
+table files, each task writes the values that did not fit their column (quarantine); the run's
+slice of the dedupe index is one file, written from Spark (:func:`write_index`). Everything goes
+to the run's stage; each task returns a :class:`~eventlake.sync.stage.StagedFile` per file, which
+the driver collects.
 """
 
 from __future__ import annotations
@@ -92,12 +93,11 @@ def write_partition(
     stage: RunStage,
     storage: Storage,
 ) -> Iterator[StagedFile]:
-    """Write one Spark partition. ``rows`` are ``(segment_type, *partition values, message_id,
+    """Write one task's rows: a table file per (segment type, partition) group, and the values
+    that did not fit their column. ``rows`` are ``(segment_type, *partition values, message_id,
     received_at, payload)`` sorted by the first ``1 + len(stage.keys)`` fields."""
     name = layout.part_file_name(stage.run_id, index)
     width = 1 + len(stage.keys)
-    ids: list[str] = []
-    received: list[Any] = []
     rejected: list[tuple[Any, ...]] = []
     for group, members in itertools.groupby(rows, key=lambda row: tuple(row[:width])):
         segment_type, values = group[0], tuple(group[1:])
@@ -113,15 +113,9 @@ def write_partition(
                 rejected.append(
                     value_row(reason, message_id, segment_type, column_name, kind, raw, received_at)
                 )
-            ids.append(message_id)
-            received.append(received_at)
             count += 1
         written = StagedFile(TABLE, name, count, segment_type, values)
         write_parquet(storage, stage.staged(written), arrow_table(data, arrow_schema(columns)))
-        yield written
-    if ids:
-        written = StagedFile(DEDUPE, name, len(ids))
-        write_parquet(storage, stage.staged(written), arrow_table([ids, received], DEDUPE_SCHEMA))
         yield written
     if rejected:
         written = StagedFile(VALUES, layout.part_file_name(stage.run_id, index, "values-"), len(rejected))
@@ -194,6 +188,20 @@ def write_tables(
     )  # fmt: skip
     work = [(index, segment_type, paths) for index, (_, segment_type, paths) in enumerate(units)]
     return spark.sparkContext.parallelize(work, len(work)).flatMap(write).collect()
+
+
+def write_index(
+    deduped: Any, segment_types: Collection[str], stage: RunStage, storage: Storage
+) -> list[StagedFile]:
+    """Stage the run's slice of the dedupe index, one file: the ids and received times of the
+    ``deduped`` messages of these segment types (the tables' messages)."""
+    from pyspark.sql import functions as F
+
+    rows = deduped.filter(F.col("segment_type").isin(list(segment_types))).select("message_id", "received_at")
+    write = functools.partial(
+        write_rows_file, schema=DEDUPE_SCHEMA, kind=DEDUPE, prefix="", stage=stage, storage=storage
+    )
+    return staged_files(rows.coalesce(1), write)
 
 
 def write_segment_type(
