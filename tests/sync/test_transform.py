@@ -150,12 +150,12 @@ def test_the_parse_pass_keeps_valid_messages_values_in_pieces_and_numbers_every_
     ]
     archive = _archive(tmp_path, lines)
     folder = tmp_path / "pieces"
-    batch = pa.RecordBatch.from_pydict({"location": [str(archive)]})
+    batch = pa.RecordBatch.from_pydict({"location": [str(archive)], "number": [3]})
     out = pa.Table.from_batches(
         list(parse_files([batch], storage=LocalStorage(), pieces=folder)), schema=PARSED_ARROW
     ).to_pylist()
     positions = [row["position"] for row in out]
-    assert positions == list(range(len(out)))  # task 0: shapes and rejected lines numbered too
+    assert positions == [(3 << 33) + n for n in range(len(out))]  # from the file's number; shapes too
     messages = [row for row in out if row["ok"] is not None]
     assert [(m["ok"], m["message_id"]) for m in messages] == [
         (True, "m1"),
@@ -190,6 +190,45 @@ def test_a_failed_parse_task_leaves_no_piece(tmp_path) -> None:
     except RuntimeError:
         pass
     assert pieces_by_type(LocalStorage(), folder) == {}
+
+
+def test_a_task_with_many_segment_types_keeps_few_files_open(tmp_path, monkeypatch) -> None:
+    import pyarrow as pa
+
+    from eventlake.sync import pieces as module
+    from eventlake.sync.pieces import Pieces, pieces_by_type, read_pieces
+
+    monkeypatch.setattr(module, "_OPEN_FILES", 2)
+    monkeypatch.setattr(module, "_FLUSH_ROWS", 1)
+    folder = tmp_path / "pieces"
+    with Pieces(LocalStorage(), folder, 0) as pieces:
+        for position, segment_type in enumerate(["a", "b", "c", "a", "b", "a"]):
+            pieces.add(segment_type, position, f"m{position}", RECEIVED, "{}")
+            assert len(pieces.open) <= 2
+    found = pieces_by_type(LocalStorage(), folder)
+    assert {t: [p.rsplit("/", 1)[1] for p in paths] for t, (_, paths) in found.items()} == {
+        "a": ["00000-000.arrow", "00000-001.arrow"],  # a, b open; c closes a; a closes b; ...
+        "b": ["00000-000.arrow", "00000-001.arrow"],
+        "c": ["00000-000.arrow"],
+    }
+    rows = read_pieces(LocalStorage(), found["a"][1], pa.array([], pa.int64()), None)
+    assert rows.column("position").to_pylist() == [0, 3, 5]
+
+
+def test_a_run_whose_write_pass_lost_rows_fails() -> None:
+    import pytest
+
+    from eventlake.sync.job import _check_written
+    from eventlake.sync.stage import MESSAGES
+
+    staged = [
+        StagedFile(TABLE, "p0", 2, "identify", ("2026-11-22", "10")),
+        StagedFile(TABLE, "p0", 1, "identify", ("2026-11-22", "11")),
+        StagedFile(MESSAGES, "blocked-p1", 4, "page"),
+    ]
+    _check_written(staged, {"identify": 3, "page": 4}, ["identify", "page"])
+    with pytest.raises(RuntimeError, match="staged 3 messages of 'identify', expected 5"):
+        _check_written(staged, {"identify": 5, "page": 4}, ["identify", "page"])
 
 
 def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path) -> None:

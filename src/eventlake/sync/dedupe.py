@@ -1,7 +1,7 @@
 """Dedupe by messageId: the first copy within the run, and nothing already synced in the window.
 
 Rows are named by ``position``, a number the parse pass gives each row of a run (see
-:mod:`.job`), so that two identical copies of a message are still two rows."""
+:mod:`.pieces`), so that two identical copies of a message are still two rows."""
 
 from __future__ import annotations
 
@@ -30,15 +30,15 @@ def dedupe(
     until: datetime | None = None,
 ) -> DataFrame:
     """The ``position`` of each ``valid`` row to drop: every copy of a messageId but the first
-    (earliest received; then the smaller hash of its values, then the earlier position), and every row whose
-    messageId is in the dedupe ``index`` received up to ``window_days`` before the run's first
-    message (and, for a replay, before ``until``: the range's own ids are in the index from the
-    syncs that first brought them).
+    (earliest received; then the smaller hash of its values, then the earlier position), and every
+    row whose messageId is in the dedupe ``index`` received up to ``window_days`` before the run's
+    first message (and, for a replay, before ``until``: the range's own ids are in the index from
+    the syncs that first brought them).
 
     Only message ids and positions are shuffled, and the result is small (repeats are rare: client
-    retries), so the caller drops the rows with a broadcast anti-join and never copies the
-    messages themselves: the ids seen more than once and the ids already synced are found first and
-    broadcast, and only the repeated rows are ordered."""
+    retries), so the caller drops the rows by position (a broadcast anti-join in Spark, a filter in
+    the write pass) and never copies the messages themselves: the ids seen more than once and the
+    ids already synced are found first and broadcast, and only the repeated rows are ordered."""
     ids = valid.select("message_id")
     repeated = F.broadcast(ids.groupBy("message_id").count().filter("count > 1").select("message_id"))
     first = Window.partitionBy("message_id").orderBy("received_at", "payload_hash", "position")

@@ -42,7 +42,7 @@ from eventlake.sync.report import (
     reports_table,
     write_report_rows,
 )
-from eventlake.sync.stage import TABLE, VALUES, RunStage, StagedFile, new_run_id
+from eventlake.sync.stage import MESSAGES, TABLE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.sync.transform import PARSED_SCHEMA, SUPPRESSED, parse_files
 from eventlake.sync.write import write_index, write_tables
@@ -174,11 +174,12 @@ class SourceSync:
             observed, self.catalog, self.database, self.source.table_prefix,
             self.settings.sync.max_tables_per_database, quarantine, self.say,
         )  # fmt: skip
-        drop = [row["position"] for row in dropped_rows.collect()]  # few: client retries
+        drop = dropped_rows.select("position").toArrow().column(0).combine_chunks()
         staged = write_tables(
             self.spark, pieces, plan.schemas, plan.blocked, drop, self.window, stage,
             self.source.date_partition, self.storage,
         )  # fmt: skip
+        _check_written(staged, observed.counts, [*plan.schemas, *plan.blocked])
         staged += write_index(deduped, plan.schemas, stage, self.storage)
         if invalid:
             staged += stage_invalid_messages(parsed, stage, self.storage)
@@ -260,3 +261,21 @@ class SourceSync:
         )  # fmt: skip
         change = CREATE if table.is_new else ADD_COLUMNS if new else NONE
         return result, TableEntry(spec, tuple(parts), change)
+
+
+def _check_written(
+    staged: Sequence[StagedFile], counts: dict[str, int], segment_types: Sequence[str]
+) -> None:
+    """Fail the run (nothing is published) unless the write pass wrote each segment type's
+    messages, as many as the plan counted: a lost piece must not pass for a synced file."""
+    written: dict[str, int] = {}
+    for f in staged:
+        if f.kind == TABLE or f.kind == MESSAGES:
+            written[f.segment_type] = written.get(f.segment_type, 0) + f.rows
+    for segment_type in segment_types:
+        if written.get(segment_type, 0) != counts.get(segment_type, 0):
+            raise RuntimeError(
+                f"the write pass staged {written.get(segment_type, 0)} messages of {segment_type!r}, "
+                f"expected {counts.get(segment_type, 0)}: a piece of the run is missing "
+                "(nothing was published)"
+            )

@@ -1,10 +1,10 @@
 """A run's valid messages, kept by the parse pass for the write pass without passing through Spark.
 
 The parse workers hand Spark only what the dedupe and the plan need (ids, times, shapes); each
-message's flattened values go into the run's scratch as an Arrow file per (parse task, segment
-type): a *piece*. Once the plan has typed every table, one write task per segment type reads that
+message's flattened values go into the run's scratch as Arrow files per (parse task, segment
+type): *pieces*. Once the plan has typed every table, one write task per segment type reads that
 type's pieces, drops the rows the dedupe named (by ``position``) and writes the table's files. So
-the payloads never enter the JVM, are never shuffled, and are parsed once.
+the payloads never enter the JVM and are never shuffled.
 
 A piece's rows: ``position`` (the row's number in the run, see :func:`position_base`),
 ``message_id``, ``received_at``, ``payload`` (the flattened values as JSON).
@@ -13,7 +13,7 @@ A piece's rows: ``position`` (the row's number in the run, see :func:`position_b
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -32,29 +32,33 @@ PIECE_SCHEMA = pa.schema(
 )
 PIECE_SUFFIX = ".arrow"
 _FLUSH_ROWS = 2000  # rows buffered per segment type before they are written
+_OPEN_FILES = 32  # piece files a task keeps open at most (a source may have thousands of events)
 
 
 def position_base(task: int) -> int:
-    """The first row number of parse task ``task``: rows are numbered ``task << 33`` upwards (as
-    Spark's ``monotonically_increasing_id``), so every row of a run has its own number."""
+    """The first row number of parse task ``task`` (the number of its first archive file): rows
+    are numbered ``task << 33`` upwards, so every row of a run has its own number."""
     return task << 33
 
 
-def piece_path(folder: Location, segment_type: str, task: int) -> Location:
-    """``<folder>/<segment type>/<task>.arrow``."""
-    return folder / segment_type / f"{task:05d}{PIECE_SUFFIX}"
+def piece_path(folder: Location, segment_type: str, task: int, part: int) -> Location:
+    """``<folder>/<segment type>/<task>-<part>.arrow``."""
+    return folder / segment_type / f"{task:05d}-{part:03d}{PIECE_SUFFIX}"
 
 
 class Pieces:
     """One parse task's pieces: rows are buffered per segment type and streamed into that type's
-    Arrow file. Use as a context manager: the files appear whole when the task ends without an
-    error, and not at all otherwise."""
+    Arrow file. Past :data:`_OPEN_FILES` open files, the least recently written one is finished
+    and the type's next rows start a new part (a source may have thousands of event names). Use as
+    a context manager: the open files appear whole when the task ends without an error, and not at
+    all otherwise; parts finished before an error stay, and the task's retry (same files, same
+    rows) writes them again."""
 
     def __init__(self, storage: Storage, folder: Location, task: int) -> None:
         self.storage, self.folder, self.task = storage, folder, task
         self.buffers: dict[str, list[tuple[Any, ...]]] = {}
-        self.writers: dict[str, pa.ipc.RecordBatchFileWriter] = {}
-        self.files = contextlib.ExitStack()
+        self.open: dict[str, tuple[Any, contextlib.ExitStack]] = {}  # writer, file; least recent first
+        self.parts: dict[str, int] = {}  # segment type -> parts started
 
     def __enter__(self) -> Pieces:
         return self
@@ -70,14 +74,21 @@ class Pieces:
             self._flush(segment_type, buffer)
 
     def _flush(self, segment_type: str, rows: list[tuple[Any, ...]]) -> None:
-        writer = self.writers.get(segment_type)
-        if writer is None:
-            handle = self.files.enter_context(
-                self.storage.open_write(piece_path(self.folder, segment_type, self.task))
+        found = self.open.pop(segment_type, None)
+        if found is None:
+            if len(self.open) >= _OPEN_FILES:
+                writer, file = self.open.pop(next(iter(self.open)))
+                writer.close()
+                file.close()  # the part is finished: whole and durable
+            part = self.parts[segment_type] = self.parts.get(segment_type, -1) + 1
+            file = contextlib.ExitStack()
+            handle = file.enter_context(
+                self.storage.open_write(piece_path(self.folder, segment_type, self.task, part))
             )
-            writer = self.writers[segment_type] = pa.ipc.new_file(handle, PIECE_SCHEMA)
+            found = (pa.ipc.new_file(handle, PIECE_SCHEMA), file)
+        self.open[segment_type] = found  # now the most recent
         columns = list(zip(*rows, strict=True))
-        writer.write_batch(
+        found[0].write_batch(
             pa.RecordBatch.from_arrays(
                 [pa.array(c, f.type) for c, f in zip(columns, PIECE_SCHEMA, strict=True)], schema=PIECE_SCHEMA
             )
@@ -90,12 +101,14 @@ class Pieces:
                 for segment_type, rows in self.buffers.items():
                     if rows:
                         self._flush(segment_type, rows)
-                for writer in self.writers.values():
+                for writer, _ in self.open.values():
                     writer.close()
         except BaseException as failure:
-            self.files.__exit__(type(failure), failure, failure.__traceback__)  # discards the files
+            kind, error, trace = type(failure), failure, failure.__traceback__
             raise
-        self.files.__exit__(kind, error, trace)  # kept whole on success, discarded on an error
+        finally:
+            for _, file in self.open.values():  # kept whole on success, discarded on an error
+                file.__exit__(kind, error, trace)
 
 
 def pieces_by_type(storage: Storage, folder: Location) -> dict[str, tuple[int, list[str]]]:
@@ -112,23 +125,22 @@ def read_pieces(
 ) -> pa.Table:
     """The rows of these pieces but those whose position is in ``drop`` and, for a replay, those
     received outside ``window`` (``[start, end)``)."""
-    tables = [
-        pa.ipc.open_file(pa.py_buffer(storage.read(to_location(location)))).read_all()
-        for location in locations
-    ]
-    table = pa.concat_tables(tables) if tables else PIECE_SCHEMA.empty_table()
-    keep = _keep(table, drop, window)
-    return table if keep is None else table.filter(keep)
+    tables = []
+    for location in locations:
+        table = pa.ipc.open_file(pa.py_buffer(storage.read(to_location(location)))).read_all()
+        keep = _keep(table, drop, window)
+        tables.append(table if keep is None else table.filter(keep))
+    return pa.concat_tables(tables) if tables else PIECE_SCHEMA.empty_table()
 
 
 def _keep(table: pa.Table, drop: pa.Array, window: tuple[datetime, datetime] | None) -> Any:
-    conditions: Iterable[Any] = []
+    conditions = []
     if len(drop):
-        conditions = [pc.invert(pc.is_in(table["position"], value_set=drop))]
+        conditions.append(pc.invert(pc.is_in(table["position"], value_set=drop)))
     if window is not None:
         received = table["received_at"]
         start, end = (pa.scalar(_utc(t), received.type) for t in window)
-        conditions = [*conditions, pc.greater_equal(received, start), pc.less(received, end)]
+        conditions += [pc.greater_equal(received, start), pc.less(received, end)]
     keep = None
     for condition in conditions:
         keep = condition if keep is None else pc.and_(keep, condition)
@@ -136,4 +148,4 @@ def _keep(table: pa.Table, drop: pa.Array, window: tuple[datetime, datetime] | N
 
 
 def _utc(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)  # Spark's zone
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)  # naive: UTC

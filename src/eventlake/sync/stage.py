@@ -55,7 +55,8 @@ class RunStage:
         return layout.stage_dir(self.lake, self.source_id, self.run_id)
 
     def scratch(self, name: str) -> Location:
-        """A folder for Spark's intermediate output (``parsed``, ``dropped``), never published."""
+        """A folder for a run's intermediate output (Spark's ``parsed`` and ``dropped``, the parse
+        workers' ``pieces``), never published."""
         return self.root / "scratch" / name
 
     def folder(self, kind: str) -> Location:

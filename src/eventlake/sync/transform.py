@@ -99,7 +99,8 @@ def parse_line(line: str, suppressed: frozenset[str] = frozenset()) -> tuple[Any
 
 class Shapes:
     """The shapes one worker has seen: each distinct map of column types gets a name (unique in
-    the run: the worker's partition and a number) and one shape row, the first time it is seen."""
+    the run: the number of the task's first file, and a count) and one shape row, the first time
+    it is seen."""
 
     def __init__(self, task: int) -> None:
         self.task = task
@@ -124,45 +125,50 @@ def parse_files(
     batches: Iterable[pa.RecordBatch], *, storage: Storage, pieces: Location,
     suppressed: frozenset[str] = frozenset(),
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    """``mapInArrow`` over a frame of archive file locations (:func:`.read.files_frame`): each
-    file is read through ``storage`` by the worker and its lines come out as :data:`PARSED_ARROW`
-    rows (messages and shapes), in batches of at most :data:`BATCH_ROWS`, while the valid
-    messages' values go to the run's :mod:`pieces <.pieces>` in the folder ``pieces``;
-    ``suppressed``: the source's suppressed userIds."""
-    from pyspark import TaskContext
+    """``mapInArrow`` over a frame of archive files (:func:`.read.files_frame`): each file is read
+    through ``storage`` by the worker and its lines come out as :data:`PARSED_ARROW` rows (messages
+    and shapes), in batches of at most :data:`BATCH_ROWS`, while the valid messages' values go to
+    the run's :mod:`pieces <.pieces>` in the folder ``pieces``; ``suppressed``: the source's
+    suppressed userIds. The rows are numbered from their first file's number, not from Spark's task
+    (a recomputed partition may run in another job's task): the same files give the same numbers
+    and the same pieces wherever they are computed."""
+    files = [
+        (number, location)
+        for batch in batches
+        for location, number in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)
+    ]
+    if not files:
+        return
+    first = min(number for number, _ in files)
+    with without_cycle_collection(), Pieces(storage, pieces, first) as kept:
+        yield from _parse_files(files, Shapes(first), kept, position_base(first), storage, suppressed)
 
-    context = TaskContext.get()
-    task = context.partitionId() if context is not None else 0
-    with without_cycle_collection(), Pieces(storage, pieces, task) as kept:
-        yield from _parse_batches(batches, Shapes(task), kept, position_base(task), storage, suppressed)
 
-
-def _parse_batches(
-    batches: Iterable[pa.RecordBatch], shapes: Shapes, pieces: Pieces, position: int, storage: Storage,
+def _parse_files(
+    files: list[tuple[int, str]], shapes: Shapes, pieces: Pieces, position: int, storage: Storage,
     suppressed: frozenset[str],
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    for batch in batches:
-        for location in batch.column(0).to_pylist():
-            rows: list[tuple[Any, ...]] = []
-            for line in read_archive_lines(storage, to_location(location)):
-                text = line.decode("utf-8", "replace")
-                if not text.strip():
-                    continue
-                row, shape = shapes.row(parse_line(text, suppressed))
-                payload = row[4]
-                if row[0]:  # a valid message: its values go to the pieces, Spark gets their hash
-                    pieces.add(row[3], position, row[1], row[2], payload)
-                    payload = payload_hash(payload)
-                rows.append((*row[:4], payload, *row[5:], position))
+    for _, location in sorted(files):
+        rows: list[tuple[Any, ...]] = []
+        for line in read_archive_lines(storage, to_location(location)):
+            text = line.decode("utf-8", "replace")
+            if not text.strip():
+                continue
+            row, shape = shapes.row(parse_line(text, suppressed))
+            payload = row[4]
+            if row[0]:  # a valid message: its values go to the pieces, Spark gets their hash
+                pieces.add(row[3], position, row[1], row[2], payload)
+                payload = payload_hash(payload)
+            rows.append((*row[:4], payload, *row[5:], position))
+            position += 1
+            if shape is not None:
+                rows.append((*shape, position))
                 position += 1
-                if shape is not None:
-                    rows.append((*shape, position))
-                    position += 1
-                if len(rows) >= BATCH_ROWS:
-                    yield parsed_batch(rows)
-                    rows = []
-            if rows:
+            if len(rows) >= BATCH_ROWS:
                 yield parsed_batch(rows)
+                rows = []
+        if rows:
+            yield parsed_batch(rows)
 
 
 def payload_hash(payload: str) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -34,6 +34,7 @@ from eventlake.sync.transform import dumps, loads
 
 DEDUPE_SCHEMA = to_arrow_schema(INDEX_SCHEMA, timezone="UTC")
 BATCH_ROWS = 10_000  # rows a write task turns into Python objects at a time
+_HOUR_US = 3_600_000_000
 # a StagedFile as Arrow, what the workers hand back to the driver
 STAGED_ARROW = pa.schema(
     [
@@ -166,7 +167,7 @@ def _task_index() -> int:
 
 def write_tables(
     spark: Any, pieces: Location, schemas: Mapping[str, Sequence[tuple[str, str]]], blocked: Collection[str],
-    drop: Sequence[int], window: tuple[datetime, datetime] | None, stage: RunStage, date_partition: str,
+    drop: pa.Array, window: tuple[datetime, datetime] | None, stage: RunStage, date_partition: str,
     storage: Storage,
 ) -> list[StagedFile]:  # fmt: skip
     """Stage every planned table's files, and the messages of the ``blocked`` segment types, from
@@ -183,7 +184,7 @@ def write_tables(
         return []
     write = functools.partial(
         write_segment_type, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
-        drop=pa.array(sorted(drop), pa.int64()), storage=storage,
+        drop=drop, storage=storage,
         formats=layout.partition_formats(date_partition),
     )  # fmt: skip
     work = [(index, segment_type, paths) for index, (_, segment_type, paths) in enumerate(units)]
@@ -202,6 +203,12 @@ def write_index(
         write_rows_file, schema=DEDUPE_SCHEMA, kind=DEDUPE, prefix="", stage=stage, storage=storage
     )
     return staged_files(rows.coalesce(1), write)
+
+
+def _partition_values(hour: int, formats: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """The partition values of the messages received in ``hour`` (hours since 1970, UTC)."""
+    start = datetime.fromtimestamp(hour * 3600, timezone.utc)
+    return tuple(start.strftime(pattern) for _, pattern in formats)
 
 
 def write_segment_type(
@@ -223,16 +230,22 @@ def write_segment_type(
                 *(table[c].to_pylist() for c in ("message_id", "payload", "received_at")), strict=True
             )
         ]
-        written = StagedFile(MESSAGES, layout.part_file_name(stage.run_id, index, "blocked-"), len(rows))
+        name = layout.part_file_name(stage.run_id, index, "blocked-")
+        written = StagedFile(MESSAGES, name, len(rows), segment_type)
         write_parquet(storage, stage.staged(written), rows_table(rows))
         return [written]
-    keys = [f"_{key}" for key, _ in formats]
-    for name, (_, pattern) in zip(keys, formats, strict=True):
-        table = table.append_column(name, pc.strftime(table["received_at"], format=pattern))
-    table = table.sort_by([(name, "ascending") for name in [*keys, "position"]])
+    # partition keys from the hour each row was received in (a handful of hours: formatted once)
+    micros = table["received_at"].cast(pa.int64())
+    hours = (
+        pc.divide(micros, _HOUR_US)  # truncates: right from 1970 on, floored by hand before
+        if pc.min(micros).as_py() >= 0
+        else pa.array([m // _HOUR_US for m in micros.to_pylist()], pa.int64())
+    )
+    table = table.append_column("_hour", hours).sort_by([("_hour", "ascending"), ("position", "ascending")])
+    keys = {hour: _partition_values(hour, formats) for hour in pc.unique(hours).to_pylist()}
     rows = (
-        (segment_type, *row)
-        for batch in table.select([*keys, "message_id", "received_at", "payload"]).to_batches(BATCH_ROWS)
-        for row in zip(*(column.to_pylist() for column in batch.columns), strict=True)
+        (segment_type, *keys[hour], *rest)
+        for batch in table.select(["_hour", "message_id", "received_at", "payload"]).to_batches(BATCH_ROWS)
+        for hour, *rest in zip(*(column.to_pylist() for column in batch.columns), strict=True)
     )  # Python objects for one batch at a time
     return list(write_partition(index, rows, schemas=schemas, stage=stage, storage=storage))
