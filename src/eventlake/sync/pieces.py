@@ -2,9 +2,9 @@
 
 The parse workers hand Spark only what the dedupe and the plan need (ids, times, shapes); each
 message's flattened values go into the run's scratch as Arrow files per (parse task, segment
-type): *pieces*. Once the plan has typed every table, one write task per segment type reads that
-type's pieces, drops the rows the dedupe named (by ``position``) and writes the table's files. So
-the payloads never enter the JVM and are never shuffled.
+type): *pieces*. Once the plan has typed every table, the write pass reads each segment type's
+pieces (one task reads all of a type's), drops the rows the dedupe named (by ``position``) and
+writes the table's files. So the payloads never enter the JVM and are never shuffled.
 
 A piece's rows: ``position`` (the row's number in the run, see :func:`position_base`),
 ``message_id``, ``received_at``, ``payload`` (the flattened values as JSON).

@@ -1,12 +1,12 @@
-"""The write pass: one Spark task per segment type reads the type's :mod:`pieces <.pieces>`
-(the run's valid messages, kept by the parse pass), casts the rows to their table's columns and
-writes one Parquet file per partition with pyarrow.
+"""The write pass: Spark tasks, each given whole segment types, read each type's :mod:`pieces
+<.pieces>` (the run's valid messages, kept by the parse pass), cast the rows to their table's
+columns and write one Parquet file per partition with pyarrow.
 
-Each task sorts its rows by partition, so a group is complete when the key changes. Besides the
-table files, each task writes the values that did not fit their column (quarantine); the run's
-slice of the dedupe index is one file, written from Spark (:func:`write_index`). Everything goes
-to the run's stage; each task returns a :class:`~eventlake.sync.stage.StagedFile` per file, which
-the driver collects.
+A segment type's rows are sorted by partition, so a group is complete when the key changes.
+Besides the table files, the tasks write the values that did not fit their column (quarantine);
+the run's slice of the dedupe index is one file, written from Spark (:func:`write_index`).
+Everything goes to the run's stage; each task returns a :class:`~eventlake.sync.stage.StagedFile`
+per file, which the driver collects.
 """
 
 from __future__ import annotations
@@ -171,24 +171,37 @@ def write_tables(
     storage: Storage,
 ) -> list[StagedFile]:  # fmt: skip
     """Stage every planned table's files, and the messages of the ``blocked`` segment types, from
-    the run's ``pieces``: one Spark task per segment type, the largest first, reads that type's
-    pieces without the rows at the positions in ``drop`` (and, for a replay, without those received
-    outside ``window``). Returns the files written, as the workers report them."""
+    the run's ``pieces``, without the rows at the positions in ``drop`` (and, for a replay, those
+    received outside ``window``). The segment types are dealt to twice as many Spark tasks as the
+    cluster has cores, the largest first, each to the task with the least to read: a big sync's
+    cores stay equally busy and a micro-batch of many tables runs a few tasks, not one a table.
+    Returns the files written, as the workers report them."""
     found = pieces_by_type(storage, pieces)
-    units = sorted(
+    types = sorted(
         ((size, segment_type, paths) for segment_type, (size, paths) in found.items()
          if segment_type in schemas or segment_type in blocked),
         reverse=True,
     )  # fmt: skip
-    if not units:
+    if not types:
         return []
+    tasks: list[list[tuple[int, str, Sequence[str]]]] = [
+        [] for _ in range(min(len(types), 2 * spark.sparkContext.defaultParallelism))
+    ]
+    loads = [0] * len(tasks)
+    for index, (size, segment_type, paths) in enumerate(types):
+        least = loads.index(min(loads))
+        tasks[least].append((index, segment_type, paths))  # the index names the type's files
+        loads[least] += size
     write = functools.partial(
-        write_segment_type, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
-        drop=drop, storage=storage,
-        formats=layout.partition_formats(date_partition),
+        write_segment_types, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
+        drop=drop, storage=storage, formats=layout.partition_formats(date_partition),
     )  # fmt: skip
-    work = [(index, segment_type, paths) for index, (_, segment_type, paths) in enumerate(units)]
-    return spark.sparkContext.parallelize(work, len(work)).flatMap(write).collect()
+    return spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(write).collect()
+
+
+def write_segment_types(units: Sequence[tuple[int, str, Sequence[str]]], **options: Any) -> list[StagedFile]:
+    """One write task: :func:`write_segment_type` for each of its segment types."""
+    return [written for unit in units for written in write_segment_type(unit, **options)]
 
 
 def write_index(
