@@ -8,7 +8,7 @@ import orjson
 
 from eventlake.spec import enrich
 from eventlake.storage import LocalStorage
-from eventlake.sync.stage import TABLE, VALUES, RunStage, StagedFile
+from eventlake.sync.stage import DEDUPE, TABLE, VALUES, RunStage, StagedFile
 from eventlake.sync.transform import loads, parse_line
 from eventlake.sync.write import cast_values, write_partition
 from eventlake.timestamps import parse_timestamp
@@ -236,7 +236,7 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
     import pyarrow.parquet as pq
 
     from eventlake.sync.pieces import Pieces, pieces_by_type
-    from eventlake.sync.write import write_segment_type
+    from eventlake.sync.write import write_segment_type, write_segment_types
 
     folder = tmp_path / "pieces"
     ten, eleven = RECEIVED, RECEIVED.replace(hour=11)
@@ -253,8 +253,9 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
         "drop": pa.array([2], pa.int64()), "window": None, "stage": stage, "storage": LocalStorage(),
         "formats": (("day", "%Y-%m-%d"), ("hr", "%H")),
     }  # fmt: skip
-    records = write_segment_type((4, "identify", paths), blocked=(), **common)
+    records, ids = write_segment_type((4, "identify", paths), blocked=(), **common)
     name = "part-r1-00004.parquet"
+    assert ids is not None and ids.column("message_id").to_pylist() == ["m1", "m3", "m5"]
     assert records == [
         StagedFile(TABLE, name, 2, "identify", ("2026-11-22", "10")),
         StagedFile(TABLE, name, 1, "identify", ("2026-11-22", "11")),
@@ -263,9 +264,17 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
     assert pq.read_table(stage.staged(records[0])).to_pydict() == {
         "message_id": ["m1", "m3"], "traits_age": [3, None]
     }  # fmt: skip
-    blocked = write_segment_type((4, "identify", paths), blocked=("identify",), **common)
+    blocked, no_ids = write_segment_type((4, "identify", paths), blocked=("identify",), **common)
+    assert no_ids is None  # a blocked table's messages are not in the dedupe index
     assert [(f.kind, f.name, f.rows) for f in blocked] == [("messages", "blocked-" + name, 3)]
     rows = pq.read_table(stage.staged(blocked[0])).to_pylist()
     assert [(r["kind"], r["reason"], r["message_id"], r["table_name"]) for r in rows] == [
         ("message", "table limit reached", m, "identify") for m in ("m1", "m3", "m5")
     ]
+    both = write_segment_types(
+        [(4, "identify", paths), (5, "page", [])], blocked=("page",), **common
+    )  # one task's types: one slice of the dedupe index
+    assert both[-1] == StagedFile(DEDUPE, name, 3)
+    index = pq.read_table(stage.staged(both[-1]))
+    assert index.column("message_id").to_pylist() == ["m1", "m3", "m5"]
+    assert index.schema.field("received_at").type == pa.timestamp("us", tz="UTC")

@@ -45,7 +45,7 @@ from eventlake.sync.report import (
 from eventlake.sync.stage import MESSAGES, TABLE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.sync.transform import PARSED_SCHEMA, SUPPRESSED, parse_files
-from eventlake.sync.write import write_index, write_tables
+from eventlake.sync.write import write_tables
 from eventlake.timestamps import now_utc
 
 
@@ -180,7 +180,6 @@ class SourceSync:
             self.source.date_partition, self.storage,
         )  # fmt: skip
         _check_written(staged, observed.counts, [*plan.schemas, *plan.blocked])
-        staged += write_index(deduped, plan.schemas, stage, self.storage)
         if invalid:
             staged += stage_invalid_messages(parsed, stage, self.storage)
         blocked_messages = sum(observed.counts.get(segment_type, 0) for segment_type in plan.blocked)

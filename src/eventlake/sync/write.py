@@ -3,8 +3,8 @@
 columns and write one Parquet file per partition with pyarrow.
 
 A segment type's rows are sorted by partition, so a group is complete when the key changes.
-Besides the table files, the tasks write the values that did not fit their column (quarantine);
-the run's slice of the dedupe index is one file, written from Spark (:func:`write_index`).
+Besides the table files, each task writes the values that did not fit their column (quarantine)
+and its slice of the dedupe index.
 Everything goes to the run's stage; each task returns a :class:`~eventlake.sync.stage.StagedFile`
 per file, which the driver collects.
 """
@@ -103,19 +103,17 @@ def write_partition(
     for group, members in itertools.groupby(rows, key=lambda row: tuple(row[:width])):
         segment_type, values = group[0], tuple(group[1:])
         columns = schemas[segment_type]
-        data: list[list[Any]] = [[] for _ in columns]
-        count = 0
+        cast_rows: list[list[Any]] = []
         for row in members:
             message_id, received_at, payload = row[width:]
             cast, bad = cast_values(loads(payload), columns)
-            for column, value in zip(data, cast, strict=True):
-                column.append(value)
+            cast_rows.append(cast)
             for column_name, kind, raw, reason in bad:
                 rejected.append(
                     value_row(reason, message_id, segment_type, column_name, kind, raw, received_at)
                 )
-            count += 1
-        written = StagedFile(TABLE, name, count, segment_type, values)
+        data = list(zip(*cast_rows, strict=True))  # rows to columns, in C
+        written = StagedFile(TABLE, name, len(cast_rows), segment_type, values)
         write_parquet(storage, stage.staged(written), arrow_table(data, arrow_schema(columns)))
         yield written
     if rejected:
@@ -199,23 +197,24 @@ def write_tables(
     return spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(write).collect()
 
 
-def write_segment_types(units: Sequence[tuple[int, str, Sequence[str]]], **options: Any) -> list[StagedFile]:
-    """One write task: :func:`write_segment_type` for each of its segment types."""
-    return [written for unit in units for written in write_segment_type(unit, **options)]
-
-
-def write_index(
-    deduped: Any, segment_types: Collection[str], stage: RunStage, storage: Storage
+def write_segment_types(
+    units: Sequence[tuple[int, str, Sequence[str]]], *, stage: RunStage, storage: Storage, **options: Any
 ) -> list[StagedFile]:
-    """Stage the run's slice of the dedupe index, one file: the ids and received times of the
-    ``deduped`` messages of these segment types (the tables' messages)."""
-    from pyspark.sql import functions as F
-
-    rows = deduped.filter(F.col("segment_type").isin(list(segment_types))).select("message_id", "received_at")
-    write = functools.partial(
-        write_rows_file, schema=DEDUPE_SCHEMA, kind=DEDUPE, prefix="", stage=stage, storage=storage
-    )
-    return staged_files(rows.coalesce(1), write)
+    """One write task: :func:`write_segment_type` for each of its segment types, then the task's
+    slice of the dedupe index (the ids and received times of the rows its tables got), one file."""
+    files: list[StagedFile] = []
+    index: list[pa.Table] = []
+    for unit in units:
+        written, ids = write_segment_type(unit, stage=stage, storage=storage, **options)
+        files += written
+        if ids is not None:
+            index.append(ids)
+    if index:
+        table = pa.concat_tables(index).cast(DEDUPE_SCHEMA)
+        written = StagedFile(DEDUPE, layout.part_file_name(stage.run_id, units[0][0]), table.num_rows)
+        write_parquet(storage, stage.staged(written), table)
+        files.append(written)
+    return files
 
 
 def _partition_values(hour: int, formats: Sequence[tuple[str, str]]) -> tuple[str, ...]:
@@ -228,13 +227,14 @@ def write_segment_type(
     unit: tuple[int, str, Sequence[str]], *, schemas: Mapping[str, Sequence[tuple[str, str]]],
     blocked: Collection[str], drop: pa.Array, window: tuple[datetime, datetime] | None, stage: RunStage,
     storage: Storage, formats: Sequence[tuple[str, str]],
-) -> list[StagedFile]:  # fmt: skip
-    """One write task: the pieces of one segment type into its table's staged files (see
-    :func:`write_partition`), or, for a ``blocked`` type, into the quarantine as whole messages."""
+) -> tuple[list[StagedFile], pa.Table | None]:  # fmt: skip
+    """The pieces of one segment type into its table's staged files (see :func:`write_partition`),
+    with the ids and received times of the table's rows (for the dedupe index); or, for a
+    ``blocked`` type, into the quarantine as whole messages (no ids)."""
     index, segment_type, paths = unit
     table = read_pieces(storage, paths, drop, window)
     if not table.num_rows:
-        return []
+        return [], None
     if segment_type in blocked:
         table = table.sort_by("position")
         rows = [
@@ -246,7 +246,7 @@ def write_segment_type(
         name = layout.part_file_name(stage.run_id, index, "blocked-")
         written = StagedFile(MESSAGES, name, len(rows), segment_type)
         write_parquet(storage, stage.staged(written), rows_table(rows))
-        return [written]
+        return [written], None
     # partition keys from the hour each row was received in (a handful of hours: formatted once)
     micros = table["received_at"].cast(pa.int64())
     hours = (
@@ -261,4 +261,5 @@ def write_segment_type(
         for batch in table.select(["_hour", "message_id", "received_at", "payload"]).to_batches(BATCH_ROWS)
         for hour, *rest in zip(*(column.to_pylist() for column in batch.columns), strict=True)
     )  # Python objects for one batch at a time
-    return list(write_partition(index, rows, schemas=schemas, stage=stage, storage=storage))
+    files = list(write_partition(index, rows, schemas=schemas, stage=stage, storage=storage))
+    return files, table.select(["message_id", "received_at"])
