@@ -24,10 +24,9 @@ from eventlake.storage import Location, Storage, to_location
 def files_frame(spark: Any, locations: Sequence[Location]) -> Any:
     """A frame of ``location`` and ``number`` (the file's index in ``locations``: a name for what
     a task computes that stays the same when Spark recomputes it elsewhere), one row per file, in
-    as many partitions as there are
-    files up to eight per core of the cluster: each file is read by one task, and small tasks
-    keep the cores equally busy (ten files on two cores in four tasks of 2, 3, 2 and 3 files kept
-    one core busy for six files and the other for four)."""
+    as many partitions as there are files up to eight per core of the cluster: each file is read
+    by one task, and small tasks keep the cores equally busy (ten files on two cores in four tasks
+    of 2, 3, 2 and 3 files kept one core busy for six files and the other for four)."""
     slices = max(1, min(len(locations), 8 * spark.sparkContext.defaultParallelism))
     rows = spark.sparkContext.parallelize([(str(loc), n) for n, loc in enumerate(locations)], slices)
     return spark.createDataFrame(rows, "location string, number bigint")
