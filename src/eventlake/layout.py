@@ -355,7 +355,8 @@ def stage_dir(lake: Location, source_id: str, run_id: str) -> Location:
 
 
 def part_file_name(run_id: str, index: int, prefix: str = "") -> str:
-    """The name of the file a run's worker ``index`` writes: ``part-<run>-00007.parquet``."""
+    """The name of a run's file number ``index`` (a worker's, or a segment type's in the write
+    pass): ``part-<run>-00007.parquet``."""
     return f"{prefix}part-{run_id}-{index:05d}.parquet"
 
 

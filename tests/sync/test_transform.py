@@ -278,3 +278,28 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
     index = pq.read_table(stage.staged(both[-1]))
     assert index.column("message_id").to_pylist() == ["m1", "m3", "m5"]
     assert index.schema.field("received_at").type == pa.timestamp("us", tz="UTC")
+
+
+def test_partition_values_of_an_hour_match_spark_date_patterns() -> None:
+    from datetime import datetime, timezone
+
+    from eventlake import layout
+    from eventlake.sync.write import _partition_values
+
+    def hour(*when: int) -> int:
+        return int(datetime(*when, tzinfo=timezone.utc).timestamp()) // 3600
+
+    assert _partition_values(hour(2026, 11, 22, 7), layout.partition_formats("day-hour")) == (
+        "2026-11-22",
+        "07",
+    )
+    assert _partition_values(hour(2026, 1, 2, 23), layout.partition_formats("year-month-day-hour")) == (
+        "2026", "01", "02", "23"
+    )  # fmt: skip
+    assert _partition_values(hour(999, 3, 4, 0), layout.partition_formats("day")) == (
+        "0999-03-04",
+    )  # as yyyy
+    assert _partition_values(hour(1969, 12, 31, 23), layout.partition_formats("day-hour")) == (
+        "1969-12-31",
+        "23",
+    )

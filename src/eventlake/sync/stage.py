@@ -15,7 +15,7 @@ from eventlake.storage import Location
 
 # kinds of staged file, and where each is published
 TABLE = "table"  # a lake table's Parquet file -> segment-data/data/.../segment_type=/day=/hr=/
-DEDUPE = "dedupe"  # the run's slice of the dedupe index -> _state/dedupe/<source>/run_id=<run>/
+DEDUPE = "dedupe"  # a write task's slice of the dedupe index -> _state/dedupe/<source>/run_id=<run>/
 VALUES = "values"  # values that did not fit their column -> quarantine/<source>/run_id=<run>/
 MESSAGES = "messages"  # rejected messages -> quarantine/<source>/run_id=<run>/
 REPLACE = "replace"  # a new version of a file already in the lake (name: its path in the lake)

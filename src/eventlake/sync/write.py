@@ -75,7 +75,7 @@ def cast_values(
     return row, rejected
 
 
-def arrow_table(columns: Sequence[list[Any]], schema: pa.Schema) -> pa.Table:
+def arrow_table(columns: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.Table:
     arrays = [pa.array(values, field.type) for values, field in zip(columns, schema, strict=True)]
     return pa.Table.from_arrays(arrays, schema=schema)
 
@@ -94,9 +94,10 @@ def write_partition(
     stage: RunStage,
     storage: Storage,
 ) -> Iterator[StagedFile]:
-    """Write one task's rows: a table file per (segment type, partition) group, and the values
-    that did not fit their column. ``rows`` are ``(segment_type, *partition values, message_id,
-    received_at, payload)`` sorted by the first ``1 + len(stage.keys)`` fields."""
+    """Write one segment type's rows (``index``: the type's number in the run, which names its
+    files): a table file per partition, and the values that did not fit their column. ``rows``
+    are ``(segment_type, *partition values, message_id, received_at, payload)`` sorted by the first
+    ``1 + len(stage.keys)`` fields."""
     name = layout.part_file_name(stage.run_id, index)
     width = 1 + len(stage.keys)
     rejected: list[tuple[Any, ...]] = []
@@ -185,11 +186,11 @@ def write_tables(
     tasks: list[list[tuple[int, str, Sequence[str]]]] = [
         [] for _ in range(min(len(types), 2 * spark.sparkContext.defaultParallelism))
     ]
-    loads = [0] * len(tasks)
+    sizes = [0] * len(tasks)
     for index, (size, segment_type, paths) in enumerate(types):
-        least = loads.index(min(loads))
+        least = sizes.index(min(sizes))
         tasks[least].append((index, segment_type, paths))  # the index names the type's files
-        loads[least] += size
+        sizes[least] += size
     write = functools.partial(
         write_segment_types, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
         drop=drop, storage=storage, formats=layout.partition_formats(date_partition),
@@ -220,7 +221,8 @@ def write_segment_types(
 def _partition_values(hour: int, formats: Sequence[tuple[str, str]]) -> tuple[str, ...]:
     """The partition values of the messages received in ``hour`` (hours since 1970, UTC)."""
     start = datetime.fromtimestamp(hour * 3600, timezone.utc)
-    return tuple(start.strftime(pattern) for _, pattern in formats)
+    year = f"{start.year:04d}"  # as Spark's yyyy; strftime's %Y does not pad years before 1000
+    return tuple(start.strftime(pattern.replace("%Y", year)) for _, pattern in formats)
 
 
 def write_segment_type(
