@@ -75,23 +75,28 @@ def lake_relative(lake: Location, path: Location) -> str:
 # lake tables ---------------------------------------------------------------------------------
 
 
-# partition keys of each ``date_partition`` setting, outermost first, with their strftime format
-# (of the message's receivedAt in UTC)
+# partition keys of each ``date_partition`` setting, outermost first, with the format of their value
+# (of the message's receivedAt in UTC; years of four digits, as Spark's yyyy)
+_YEAR, _MONTH, _DAY, _HOUR = "{0.year:04d}", "{0.month:02d}", "{0.day:02d}", "{0.hour:02d}"
+_DATE = f"{_YEAR}-{_MONTH}-{_DAY}"
 _PARTITION_FORMATS = {
-    "day-hour": (("day", "%Y-%m-%d"), ("hr", "%H")),
-    "year-month-day-hour": (("year", "%Y"), ("month", "%m"), ("day", "%d"), ("hr", "%H")),
-    "year-month-day": (("year", "%Y"), ("month", "%m"), ("day", "%d")),
-    "day": (("day", "%Y-%m-%d"),),
+    "day-hour": (("day", _DATE), ("hr", _HOUR)),
+    "year-month-day-hour": (("year", _YEAR), ("month", _MONTH), ("day", _DAY), ("hr", _HOUR)),
+    "year-month-day": (("year", _YEAR), ("month", _MONTH), ("day", _DAY)),
+    "day": (("day", _DATE),),
 }
 
 
-def partition_formats(date_partition: str) -> tuple[tuple[str, str], ...]:
-    """``(key, strftime format)`` pairs of a ``date_partition`` setting.
+def received_partition(date_partition: str, received: datetime) -> tuple[str, ...]:
+    """The partition values of a message received at ``received`` (UTC) under a ``date_partition``
+    setting.
 
-    >>> partition_formats("day-hour")
-    (('day', '%Y-%m-%d'), ('hr', '%H'))
+    >>> received_partition("day-hour", datetime(2026, 11, 22, 7, 30, tzinfo=timezone.utc))
+    ('2026-11-22', '07')
+    >>> received_partition("year-month-day", datetime(999, 1, 2, tzinfo=timezone.utc))
+    ('0999', '01', '02')
     """
-    return _PARTITION_FORMATS[date_partition]
+    return tuple(pattern.format(received) for _, pattern in _PARTITION_FORMATS[date_partition])
 
 
 def partition_columns(date_partition: str) -> tuple[str, ...]:

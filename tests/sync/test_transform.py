@@ -251,7 +251,7 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
     common = {
         "schemas": {"identify": (("message_id", "string"), ("traits_age", "bigint"))},
         "drop": pa.array([2], pa.int64()), "window": None, "stage": stage, "storage": LocalStorage(),
-        "formats": (("day", "%Y-%m-%d"), ("hr", "%H")),
+        "date_partition": "day-hour",
     }  # fmt: skip
     records, ids = write_segment_type((4, "identify", paths), blocked=(), **common)
     name = "part-r1-00004.parquet"
@@ -283,23 +283,20 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
 def test_partition_values_of_an_hour_match_spark_date_patterns() -> None:
     from datetime import datetime, timezone
 
-    from eventlake import layout
     from eventlake.sync.write import _partition_values
 
     def hour(*when: int) -> int:
         return int(datetime(*when, tzinfo=timezone.utc).timestamp()) // 3600
 
-    assert _partition_values(hour(2026, 11, 22, 7), layout.partition_formats("day-hour")) == (
+    assert _partition_values(hour(2026, 11, 22, 7), "day-hour") == (
         "2026-11-22",
         "07",
     )
-    assert _partition_values(hour(2026, 1, 2, 23), layout.partition_formats("year-month-day-hour")) == (
+    assert _partition_values(hour(2026, 1, 2, 23), "year-month-day-hour") == (
         "2026", "01", "02", "23"
     )  # fmt: skip
-    assert _partition_values(hour(999, 3, 4, 0), layout.partition_formats("day")) == (
-        "0999-03-04",
-    )  # as yyyy
-    assert _partition_values(hour(1969, 12, 31, 23), layout.partition_formats("day-hour")) == (
+    assert _partition_values(hour(999, 3, 4, 0), "day") == ("0999-03-04",)  # as yyyy
+    assert _partition_values(hour(1969, 12, 31, 23), "day-hour") == (
         "1969-12-31",
         "23",
     )

@@ -193,7 +193,7 @@ def write_tables(
         sizes[least] += size
     write = functools.partial(
         write_segment_types, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
-        drop=drop, storage=storage, formats=layout.partition_formats(date_partition),
+        drop=drop, storage=storage, date_partition=date_partition,
     )  # fmt: skip
     return spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(write).collect()
 
@@ -218,17 +218,15 @@ def write_segment_types(
     return files
 
 
-def _partition_values(hour: int, formats: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+def _partition_values(hour: int, date_partition: str) -> tuple[str, ...]:
     """The partition values of the messages received in ``hour`` (hours since 1970, UTC)."""
-    start = datetime.fromtimestamp(hour * 3600, timezone.utc)
-    year = f"{start.year:04d}"  # as Spark's yyyy; strftime's %Y does not pad years before 1000
-    return tuple(start.strftime(pattern.replace("%Y", year)) for _, pattern in formats)
+    return layout.received_partition(date_partition, datetime.fromtimestamp(hour * 3600, timezone.utc))
 
 
 def write_segment_type(
     unit: tuple[int, str, Sequence[str]], *, schemas: Mapping[str, Sequence[tuple[str, str]]],
     blocked: Collection[str], drop: pa.Array, window: tuple[datetime, datetime] | None, stage: RunStage,
-    storage: Storage, formats: Sequence[tuple[str, str]],
+    storage: Storage, date_partition: str,
 ) -> tuple[list[StagedFile], pa.Table | None]:  # fmt: skip
     """The pieces of one segment type into its table's staged files (see :func:`write_partition`),
     with the ids and received times of the table's rows (for the dedupe index); or, for a
@@ -257,7 +255,7 @@ def write_segment_type(
         else pa.array([m // _HOUR_US for m in micros.to_pylist()], pa.int64())
     )
     table = table.append_column("_hour", hours).sort_by([("_hour", "ascending"), ("position", "ascending")])
-    keys = {hour: _partition_values(hour, formats) for hour in pc.unique(hours).to_pylist()}
+    keys = {hour: _partition_values(hour, date_partition) for hour in pc.unique(hours).to_pylist()}
     rows = (
         (segment_type, *keys[hour], *rest)
         for batch in table.select(["_hour", "message_id", "received_at", "payload"]).to_batches(BATCH_ROWS)
