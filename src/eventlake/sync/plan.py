@@ -39,10 +39,13 @@ class Observed:
     """What a run's deduplicated messages hold, from one aggregation (each Spark job costs a few
     hundred ms of scheduling however small the run)."""
 
-    messages: int
     counts: dict[str, int]  # segment type -> messages
     types: dict[str, dict[str, set[str]]]  # segment type -> column -> the value types seen
     collisions: dict[str, list[str]]  # segment type -> the column name collisions seen
+
+    @property
+    def messages(self) -> int:
+        return sum(self.counts.values())
 
 
 def observe(deduped: DataFrame, parsed: DataFrame) -> Observed:
@@ -66,7 +69,7 @@ def observe(deduped: DataFrame, parsed: DataFrame) -> Observed:
         if row["collisions"]:
             seen = collisions.setdefault(row["segment_type"], [])
             seen.extend(c for c in row["collisions"] if c not in seen)
-    return Observed(sum(counts.values()), counts, types, collisions)
+    return Observed(counts, types, collisions)
 
 
 def plan_tables(
