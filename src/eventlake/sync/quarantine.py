@@ -8,9 +8,11 @@ partition ``run_id=<run>`` of the source's ``<prefix>_quarantine`` table.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
+
+import pyarrow as pa
 
 from eventlake import layout
 from eventlake.catalog import TableSpec
@@ -52,8 +54,6 @@ def value_row(
 
 def rows_table(rows: Sequence[tuple[Any, ...]]) -> Any:
     """Quarantine rows as an Arrow table (for a Parquet file of the quarantine)."""
-    import pyarrow as pa
-
     columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in COLUMN_NAMES]
     arrays = [pa.array(values, field.type) for values, field in zip(columns, QUARANTINE_ARROW, strict=True)]
     return pa.Table.from_arrays(arrays, schema=QUARANTINE_ARROW)
@@ -72,20 +72,28 @@ def stage_invalid_messages(parsed: Any, stage: RunStage, storage: Storage) -> li
     of tables past the limit, are staged by the write pass.)"""
     from pyspark.sql import functions as F
 
-    from eventlake.sync.write import staged_files, write_rows_file
-
     none = F.lit(None).cast("string")
     rejected = ~F.col("ok") & (F.col("reason") != F.lit(SUPPRESSED))
     rows = parsed.filter(rejected).select(
         F.lit("message").alias("kind"), "reason", "message_id", none.alias("table_name"),
         none.alias("column_name"), none.alias("target_type"), F.col("raw").alias("raw_value"), "received_at",
     )  # fmt: skip
-    write = functools.partial(
-        write_rows_file,
-        schema=QUARANTINE_ARROW,
-        kind=MESSAGES,
-        prefix="messages-",
-        stage=stage,
-        storage=storage,
-    )
-    return staged_files(rows.coalesce(1), write)  # few rows: one file
+    write = functools.partial(_write_messages, stage=stage, storage=storage)
+    return [  # few rows: one file
+        StagedFile(MESSAGES, row["name"], row["rows"])
+        for row in rows.coalesce(1).mapInArrow(write, "name string, rows bigint").collect()
+    ]
+
+
+def _write_messages(
+    batches: Iterable[pa.RecordBatch], *, stage: RunStage, storage: Storage
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` over one Spark partition: its rows into one staged file of rejected messages,
+    and that file's name and rows; nothing for no rows."""
+    tables = [pa.Table.from_batches([batch]) for batch in batches if batch.num_rows]
+    if not tables:
+        return
+    table = pa.concat_tables(tables).cast(QUARANTINE_ARROW)
+    written = StagedFile(MESSAGES, layout.part_file_name(stage.run_id, 0, "messages-"), table.num_rows)
+    stage.write_parquet(storage, written, table)
+    yield pa.RecordBatch.from_pydict({"name": [written.name], "rows": [written.rows]})

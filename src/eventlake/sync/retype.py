@@ -37,7 +37,6 @@ from eventlake.sync.manifest import CHECK, RETYPE, Manifest, TableEntry
 from eventlake.sync.quarantine import quarantine_table, rows_table, value_row
 from eventlake.sync.stage import REPLACE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
-from eventlake.sync.write import write_parquet
 from eventlake.timestamps import now_utc
 
 
@@ -145,11 +144,11 @@ def _stage_rewrites(
             values.append(cast)
         data = data.set_column(index, pa.field(column, target), pa.array(values, target))
         rewritten = StagedFile(REPLACE, layout.lake_relative(stage.lake, info.path), len(data))
-        write_parquet(storage, stage.staged(rewritten), data)
+        stage.write_parquet(storage, rewritten, data)
         staged.append(rewritten)
     if rejected:
         values_file = StagedFile(VALUES, f"values-{table}-{column}.parquet", len(rejected))
-        write_parquet(storage, stage.staged(values_file), rows_table(rejected))
+        stage.write_parquet(storage, values_file, rows_table(rejected))
         staged.append(values_file)
     return staged, len(rejected)
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from eventlake import layout
-from eventlake.storage import Location
+from eventlake.storage import Location, Storage
 
 # kinds of staged file, and where each is published
 TABLE = "table"  # a lake table's Parquet file -> segment-data/data/.../segment_type=/day=/hr=/
@@ -93,6 +94,14 @@ class RunStage:
 
     def _relative(self, file: StagedFile) -> str:
         return f"{layout.partition_subdir(self.keys, file.partition)}/{file.name}"
+
+    def write_parquet(self, storage: Storage, file: StagedFile, table: Any) -> None:
+        """Stage ``file`` with the rows of the Arrow ``table``: whole and durable before the driver
+        can publish it."""
+        import pyarrow.parquet as pq
+
+        with storage.open_write(self.staged(file)) as handle:
+            pq.write_table(table, handle, compression="snappy")
 
     def moves(self, files: list[StagedFile]) -> list[tuple[str, str]]:
         """``(staged, final)`` pairs, the manifest's moves."""

@@ -19,7 +19,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eventlake import layout
@@ -35,17 +34,6 @@ from eventlake.sync.transform import dumps, loads
 DEDUPE_SCHEMA = to_arrow_schema(INDEX_SCHEMA, timezone="UTC")
 BATCH_ROWS = 10_000  # rows a write task turns into Python objects at a time
 _HOUR_US = 3_600_000_000
-# a StagedFile as Arrow, what the workers hand back to the driver
-STAGED_ARROW = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("name", pa.string()),
-        ("rows", pa.int64()),
-        ("segment_type", pa.string()),
-        ("partition", pa.list_(pa.string())),
-    ]
-)
-STAGED_SCHEMA = "kind string, name string, rows bigint, segment_type string, partition array<string>"
 
 
 # the Python type whose values a column of each type takes unchanged (bool is not an int here: type())
@@ -80,12 +68,6 @@ def arrow_table(columns: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.Table
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write_parquet(storage: Storage, path: Any, table: pa.Table) -> None:
-    """A Parquet file, whole and durable before the driver can publish it."""
-    with storage.open_write(path) as handle:
-        pq.write_table(table, handle, compression="snappy")
-
-
 def write_partition(
     index: int,
     rows: Iterable[Any],
@@ -115,53 +97,12 @@ def write_partition(
                 )
         data = list(zip(*cast_rows, strict=True))  # rows to columns, in C
         written = StagedFile(TABLE, name, len(cast_rows), segment_type, values)
-        write_parquet(storage, stage.staged(written), arrow_table(data, arrow_schema(columns)))
+        stage.write_parquet(storage, written, arrow_table(data, arrow_schema(columns)))
         yield written
     if rejected:
         written = StagedFile(VALUES, layout.part_file_name(stage.run_id, index, "values-"), len(rejected))
-        write_parquet(storage, stage.staged(written), rows_table(rejected))
+        stage.write_parquet(storage, written, rows_table(rejected))
         yield written
-
-
-def write_rows_file(
-    batches: Iterable[pa.RecordBatch], *, schema: pa.Schema, kind: str, prefix: str, stage: RunStage,
-    storage: Storage,
-) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    """``mapInArrow``: the rows of one Spark partition, as they are (cast to ``schema``), into one
-    staged file of ``kind`` named ``<prefix>part-<run>-<index>.parquet``; nothing for no rows."""
-    tables = [pa.Table.from_batches([batch]) for batch in batches if batch.num_rows]
-    files = []
-    if tables:
-        table = pa.concat_tables(tables).cast(schema)
-        written = StagedFile(kind, layout.part_file_name(stage.run_id, _task_index(), prefix), table.num_rows)
-        write_parquet(storage, stage.staged(written), table)
-        files.append(written)
-    yield staged_batch(files)
-
-
-def staged_files(frame: Any, writer: Any) -> list[StagedFile]:
-    """Run a ``mapInArrow`` writer over ``frame``: the files the workers staged, as they report."""
-    return [
-        StagedFile(row["kind"], row["name"], row["rows"], row["segment_type"] or "", tuple(row["partition"]))
-        for row in frame.mapInArrow(writer, STAGED_SCHEMA).collect()
-    ]
-
-
-def staged_batch(files: Sequence[StagedFile]) -> pa.RecordBatch:
-    """What a worker hands back to the driver: its staged files as :data:`STAGED_ARROW` rows."""
-    columns = [[getattr(f, field.name) for f in files] for field in STAGED_ARROW]
-    columns[-1] = [list(p) for p in columns[-1]]
-    return pa.RecordBatch.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(columns, STAGED_ARROW, strict=True)], schema=STAGED_ARROW
-    )
-
-
-def _task_index() -> int:
-    """The Spark partition this worker writes (0 outside Spark): it makes file names unique."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    return context.partitionId() if context is not None else 0
 
 
 def write_tables(
@@ -213,7 +154,7 @@ def write_segment_types(
     if index:
         table = pa.concat_tables(index).cast(DEDUPE_SCHEMA)
         written = StagedFile(DEDUPE, layout.part_file_name(stage.run_id, units[0][0]), table.num_rows)
-        write_parquet(storage, stage.staged(written), table)
+        stage.write_parquet(storage, written, table)
         files.append(written)
     return files
 
@@ -245,7 +186,7 @@ def write_segment_type(
         ]
         name = layout.part_file_name(stage.run_id, index, "blocked-")
         written = StagedFile(MESSAGES, name, len(rows), segment_type)
-        write_parquet(storage, stage.staged(written), rows_table(rows))
+        stage.write_parquet(storage, written, rows_table(rows))
         return [written], None
     # partition keys from the hour each row was received in (a handful of hours: formatted once)
     micros = table["received_at"].cast(pa.int64())
