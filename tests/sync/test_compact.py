@@ -185,6 +185,22 @@ def test_compaction_keeps_every_row_and_value_on_both_engines(fresh: Lake, templ
     assert columns == [c["name"] for c in orjson.loads(spec.read_bytes())["columns"]]
 
 
+def test_the_dedupe_index_is_merged_a_day_per_file_and_still_drops_a_resent_message(
+    fresh: Lake, spark
+) -> None:
+    index = layout.dedupe_index_dir(fresh.settings.lake.root, fresh.source.id)
+    before = sorted(index.glob("*/*.parquet"))
+    days = {p.parent.name[len("run_id=") :][:8] for p in before}  # the runs' days (one, unless at midnight)
+    ids = sorted(pq.read_table(before, columns=["message_id"]).column(0).to_pylist())
+    result = compact(fresh)
+    assert result.index_files == (len(before), len(days)) and len(before) > len(days)
+    after = sorted(index.glob("*/*.parquet"))
+    assert sorted(pq.read_table(after, columns=["message_id"]).column(0).to_pylist()) == ids
+    fresh.archive([track("m2", revenue=2, plan="pro"), track("m5", revenue=1)], received_at=OLD)
+    resent = sync(fresh, spark)
+    assert (resent.status, resent.duplicates_dropped, resent.rows) == ("Success", 1, 1)
+
+
 def test_a_rerun_changes_nothing(fresh: Lake) -> None:
     assert compact(fresh).status == "Success"
     data = layout.source_data_dir(fresh.settings.lake.root, fresh.source.id)

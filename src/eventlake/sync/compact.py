@@ -7,6 +7,9 @@ with pyarrow through :mod:`eventlake.storage`: no Spark. The rows and their valu
 they were; each new file has the table's current columns (a column an older file lacks is null,
 as readers already show it).
 
+Each source's dedupe index is merged too, a day of runs per file
+(:func:`eventlake.sync.dedupe_index.merge_index`): every sync reads it.
+
 It is committed like a sync run, under the same source lock (never beside a sync of the source):
 each batch of partitions is staged (per partition, a folder with its new files and a commit
 marker), a :class:`~eventlake.sync.manifest.Manifest` listing them as
@@ -37,6 +40,7 @@ from eventlake.storage import FileInfo, Location, Storage, to_location
 from eventlake.storage.lease import Lease
 from eventlake.sync import SKIPPED
 from eventlake.sync.commit import CatalogOnce, apply
+from eventlake.sync.dedupe_index import merge_index
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.manifest import Manifest, PartitionRewrite
 from eventlake.sync.stage import RunStage, new_run_id
@@ -73,6 +77,7 @@ class CompactResult:
     status: str  # Success | Nothing to do | Failed | Skipped: already running
     tables: tuple[CompactedTable, ...] = ()
     error: str = ""
+    index_files: tuple[int, int] = (0, 0)  # the dedupe index's files before and after its merge
 
     @property
     def partitions(self) -> int:
@@ -158,10 +163,15 @@ class SourceCompaction:
             apply(manifest, self.catalog_for(manifest), self.state, self.storage, self.lake)
         self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
         tables = tuple(self.table(spec, cutoff) for spec in self.tables())
-        done = any(t.partitions for t in tables)
+        if self.lease is not None:
+            self.lease.check()
+        index = merge_index(self.storage, layout.dedupe_index_dir(self.lake, self.source.id))
+        if index[0] != index[1]:
+            self.say(f"dedupe index: {index[0]} files -> {index[1]}")
+        done = any(t.partitions for t in tables) or index[0] != index[1]
         return CompactResult(
             self.source.slug, self.source.id, "Success" if done else "Nothing to do",
-            tuple(t for t in tables if t.partitions or t.notices),
+            tuple(t for t in tables if t.partitions or t.notices), index_files=index,
         )  # fmt: skip
 
     def tables(self) -> list[TableSpec]:

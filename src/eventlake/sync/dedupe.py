@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eventlake.storage import Location, Storage
+from eventlake.sync.dedupe_index import index_files
 from eventlake.sync.read import read_parquet
 
 # the dedupe index's rows: the message ids a run brought into the lake, with their received time
@@ -48,9 +49,9 @@ def dedupe(
         .filter("_n > 1")
         .select("position")
     )
-    files = [f.path for f in storage.list(index, "*/*.parquet")] if first_received is not None else []
+    since = first_received - timedelta(days=window_days) if first_received is not None else None
+    files = [f.path for f in index_files(storage, index, since)] if since is not None else []
     if files:
-        since = first_received - timedelta(days=window_days)
         seen = read_parquet(spark, storage, files, INDEX_SCHEMA, since)
         if until is not None:
             seen = seen.filter(F.col("received_at") < F.lit(until))
