@@ -28,7 +28,7 @@ from eventlake.storage.lease import Lease
 from eventlake.sync.commit import apply
 from eventlake.sync.dedupe import dedupe
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
-from eventlake.sync.plan import TablePlan, observe, plan_tables
+from eventlake.sync.plan import TablePlan, count_parsed, observe, plan_tables
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table, stage_invalid_messages
 from eventlake.sync.read import files_frame
 from eventlake.sync.replay import ReplayRange, replace_partitions, replay_files
@@ -44,7 +44,7 @@ from eventlake.sync.report import (
 )
 from eventlake.sync.stage import MESSAGES, TABLE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
-from eventlake.sync.transform import PARSED_SCHEMA, SUPPRESSED, parse_files
+from eventlake.sync.transform import PARSED_SCHEMA, parse_files
 from eventlake.sync.write import write_tables
 from eventlake.timestamps import now_utc
 
@@ -146,13 +146,7 @@ class SourceSync:
             parsed = parsed.filter(F.col("ok").isNull() | in_range)
             if self.segment_types is not None:  # some tables: their messages (no rejected ones)
                 parsed = parsed.filter(F.col("ok").isNull() | F.col("segment_type").isin(*self.segment_types))
-        dropped_user = F.coalesce(F.col("reason") == F.lit(SUPPRESSED), F.lit(False)).alias("dropped")
-        totals = {
-            (row["ok"], row["dropped"]): (row["n"], row["first"])
-            for row in parsed.groupBy("ok", dropped_user)
-            .agg(F.count("*").alias("n"), F.min("received_at").alias("first"))
-            .collect()
-        }
+        totals, shapes = count_parsed(parsed)
         valid, first_received = totals.get((True, False), (0, None))
         invalid = totals.get((False, False), (0, None))[0]
         blocked_users = totals.get((False, True), (0, None))[0]
@@ -160,10 +154,13 @@ class SourceSync:
         drop = dedupe(
             self.spark, valid_rows, first_received, layout.dedupe_index_dir(self.lake, self.source.id),
             self.source.dedupe_window_days, self.storage, until=self.window[0] if self.window else None,
-        )  # fmt: skip
-        dropped_rows = self._materialize(drop, stage, "dropped")
-        deduped = valid_rows.join(F.broadcast(dropped_rows), "position", "left_anti")
-        observed = observe(deduped, parsed)
+        ).toArrow()  # fmt: skip
+        deduped = (  # (the positions as a local relation: broadcast without a Spark job)
+            valid_rows.join(F.broadcast(self.spark.createDataFrame(drop)), "position", "left_anti")
+            if drop.num_rows
+            else valid_rows
+        )
+        observed = observe(deduped, shapes)
         dropped = valid - observed.messages
         self.say(
             f"{valid + invalid + blocked_users} messages, {dropped} duplicates dropped, {invalid} invalid"
@@ -174,9 +171,9 @@ class SourceSync:
             observed, self.catalog, self.database, self.source.table_prefix,
             self.settings.sync.max_tables_per_database, quarantine, self.say,
         )  # fmt: skip
-        drop = dropped_rows.select("position").toArrow().column(0).combine_chunks()
+        positions = drop.column(0).combine_chunks()
         staged = write_tables(
-            self.spark, pieces, plan.schemas, plan.blocked, drop, self.window, stage,
+            self.spark, pieces, plan.schemas, plan.blocked, positions, self.window, stage,
             self.source.date_partition, self.storage,
         )  # fmt: skip
         _check_written(staged, observed.counts, [*plan.schemas, *plan.blocked])

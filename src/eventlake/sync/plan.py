@@ -4,6 +4,7 @@ on tables per database."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -11,6 +12,7 @@ from pyspark.sql import functions as F
 from eventlake.catalog import Catalog
 from eventlake.progress import Say
 from eventlake.schema import Evolution, evolve, table_name
+from eventlake.sync.transform import SUPPRESSED
 
 
 @dataclass(frozen=True)
@@ -48,13 +50,30 @@ class Observed:
         return sum(self.counts.values())
 
 
-def observe(deduped: DataFrame, parsed: DataFrame) -> Observed:
-    """Count the ``deduped`` messages and gather their types (each message names its shape, whose
-    types are a shape row of ``parsed``, see :mod:`.transform`) and name collisions."""
-    shapes = {
-        row["shape"]: row["types"]
-        for row in parsed.filter(F.col("ok").isNull()).select("shape", "types").collect()
-    }
+def count_parsed(
+    parsed: DataFrame,
+) -> tuple[dict[tuple[bool, bool], tuple[int, datetime | None]], dict[str, dict[str, str]]]:
+    """One aggregation of a run's ``parsed`` rows (see :mod:`.transform`): ``(ok, dropped)`` ->
+    (messages, earliest received time), where ``dropped`` marks a suppressed user's messages; and
+    the run's shapes (name -> column types), from its shape rows."""
+    dropped = F.coalesce(F.col("reason") == F.lit(SUPPRESSED), F.lit(False)).alias("dropped")
+    shape = F.when(F.col("ok").isNull(), F.struct("shape", "types"))  # null for a message: not collected
+    totals: dict[tuple[bool, bool], tuple[int, datetime | None]] = {}
+    shapes: dict[str, dict[str, str]] = {}
+    aggregated = parsed.groupBy("ok", dropped).agg(
+        F.count("*").alias("n"), F.min("received_at").alias("first"), F.collect_list(shape).alias("shapes")
+    )
+    for row in aggregated.collect():
+        if row["ok"] is None:
+            shapes.update((s["shape"], s["types"]) for s in row["shapes"])
+        else:
+            totals[(row["ok"], row["dropped"])] = (row["n"], row["first"])
+    return totals, shapes
+
+
+def observe(deduped: DataFrame, shapes: dict[str, dict[str, str]]) -> Observed:
+    """Count the ``deduped`` messages and gather their types (each message names one of the run's
+    ``shapes``, see :func:`count_parsed`) and name collisions."""
     groups = deduped.groupBy("segment_type", "shape").agg(
         F.count("*").alias("n"), F.array_distinct(F.flatten(F.collect_set("collisions"))).alias("collisions")
     )
