@@ -21,13 +21,14 @@ import pyarrow.parquet as pq
 from eventlake.storage import Location, Storage, to_location
 
 
-def files_frame(spark: Any, locations: Sequence[Location]) -> Any:
+def files_frame(spark: Any, locations: Sequence[Location], tasks_per_core: int = 8) -> Any:
     """A frame of ``location`` and ``number`` (the file's index in ``locations``: a name for what
     a task computes that stays the same when Spark recomputes it elsewhere), one row per file, in
-    as many partitions as there are files up to eight per core of the cluster: each file is read
-    by one task, and small tasks keep the cores equally busy (ten files on two cores in four tasks
-    of 2, 3, 2 and 3 files kept one core busy for six files and the other for four)."""
-    slices = max(1, min(len(locations), 8 * spark.sparkContext.defaultParallelism))
+    as many partitions as there are files up to ``tasks_per_core`` per core of the cluster: each
+    file is read by one task, and small tasks keep the cores equally busy (ten archive files on two
+    cores in four tasks of 2, 3, 2 and 3 files kept one core busy for six files and the other for
+    four). Small files are better read by one task per core: a task costs tens of ms."""
+    slices = max(1, min(len(locations), tasks_per_core * spark.sparkContext.defaultParallelism))
     rows = spark.sparkContext.parallelize([(str(loc), n) for n, loc in enumerate(locations)], slices)
     return spark.createDataFrame(rows, "location string, number bigint")
 
@@ -35,13 +36,13 @@ def files_frame(spark: Any, locations: Sequence[Location]) -> Any:
 def read_parquet(
     spark: Any, storage: Storage, locations: Sequence[Location], schema: Any, since: datetime | None = None
 ) -> Any:
-    """The rows of these Parquet files as a frame of ``schema`` (a Spark ``StructType``);
-    ``since``: only rows whose ``received_at`` is at or after it."""
+    """The rows of these Parquet files (small ones: a task per core reads them) as a frame of
+    ``schema`` (a Spark ``StructType``); ``since``: only rows whose ``received_at`` is at or after it."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow = to_arrow_schema(schema, timezone="UTC")
     read = functools.partial(_read_parquet_files, storage=storage, schema=arrow, since=since)
-    return files_frame(spark, locations).mapInArrow(read, schema)
+    return files_frame(spark, locations, tasks_per_core=1).mapInArrow(read, schema)
 
 
 def _read_parquet_files(
