@@ -55,7 +55,6 @@ def test_a_run_reads_only_the_folders_of_runs_that_started_within_its_window(tmp
     ]
     naive = since.replace(tzinfo=None)  # as Spark hands it back: UTC
     assert len(index_files(storage, index, naive)) == 4
-    assert len(index_files(storage, index)) == 5
 
 
 def test_merging_leaves_one_file_a_day_in_its_newest_run_folder_and_every_id_once(tmp_path: Path) -> None:
@@ -68,9 +67,11 @@ def test_merging_leaves_one_file_a_day_in_its_newest_run_folder_and_every_id_onc
         for part in range(2):
             write_ids(run_folder(index, started), f"part-{part}.parquet", dict(list(batch.items())[part::2]))
         ids |= batch
-    # a copy of an id synced twice (a crash between a merge's write and its deletes leaves such copies)
+    # an id synced again after it left the window (an import of old messages): both times stay; and
+    # copies a merge cut off between its write and its deletes leaves: once
+    again = first + timedelta(days=3)
     write_ids(
-        run_folder(index, first + timedelta(hours=1)), "part-0.parquet", {"m0-0": first + timedelta(days=3)}
+        run_folder(index, first + timedelta(hours=1)), "part-0.parquet", {"m0-0": again, "m1-1": ids["m1-1"]}
     )
     storage = LocalStorage()
 
@@ -84,7 +85,9 @@ def test_merging_leaves_one_file_a_day_in_its_newest_run_folder_and_every_id_onc
     assert [p.name for p in (index / folders[0]).iterdir()] == [
         f"merged-{folders[0][len('run_id=') :]}.parquet"
     ]
-    assert read_ids(index) == {message_id: [received] for message_id, received in ids.items()}
+    assert read_ids(index) == {message_id: [received] for message_id, received in ids.items()} | {
+        "m0-0": [ids["m0-0"], again]
+    }
     assert merge_index(storage, index) == (2, 2)  # nothing more to merge
 
 
@@ -122,3 +125,14 @@ def test_a_merge_cut_off_keeps_every_id_and_the_next_one_finishes_it(tmp_path: P
 
     assert merge_index(LocalStorage(), index)[1] == 1
     assert read_ids(index) == {message_id: [received] for message_id, received in ids.items()}
+
+
+def test_the_lease_is_checked_before_each_days_change(tmp_path: Path) -> None:
+    index = tmp_path / "dedupe"
+    for day in (20, 21, 22):  # the 22nd has one file: nothing to change
+        for hour in (1, 2) if day < 22 else (1,):
+            started = datetime(2026, 11, day, hour, tzinfo=UTC)
+            write_ids(run_folder(index, started), "part-0.parquet", {f"m{day}-{hour}": started})
+    checks: list[int] = []
+    assert merge_index(LocalStorage(), index, lambda: checks.append(len(list(index.iterdir())))) == (5, 3)
+    assert checks == [5, 4]  # before the 20th's merge, then before the 21st's

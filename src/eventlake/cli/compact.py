@@ -50,8 +50,9 @@ def compact(ctx: Context, sources_: tuple[str, ...], older_than: str | None, no_
     Micro-batch syncs leave a small file per run in each hour's partition; compaction packs them
     into few large files (rows and values unchanged; `eventlake up` does it every [compact]
     interval_seconds). Readers of either engine see each partition before or after, never both.
-    The runs' files of the dedupe index (read by every sync) are merged too, one file per day.
-    Waits for a running sync of the source; killed, the next compact or sync completes it.
+    Waits for a running sync of the source; killed, the next compact or sync completes it. The
+    runs' files of the dedupe index (read by every sync) are merged too, one file per day (killed,
+    the index keeps every id, and the next compact merges again).
 
     \b
     Examples:
@@ -81,11 +82,7 @@ def compact(ctx: Context, sources_: tuple[str, ...], older_than: str | None, no_
         summary = (
             f"{result.source}: {result.status}, {result.partitions} partitions compacted, "
             f"{result.files_in} files -> {result.files_out}"
-            + (
-                ", dedupe index {} files -> {}".format(*result.index_files)
-                if result.index_files[0] != result.index_files[1]
-                else ""
-            )
+            + (", dedupe index {} files -> {}".format(*result.index_files) if result.index_merged else "")
         )
         click.echo(summary + (f" ({result.error})" if result.error else ""), err=True)
     render(COLUMNS, rows, fmt)

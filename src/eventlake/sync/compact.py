@@ -22,7 +22,7 @@ marker), a :class:`~eventlake.sync.manifest.Manifest` listing them as
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -82,6 +82,10 @@ class CompactResult:
     @property
     def partitions(self) -> int:
         return sum(t.partitions for t in self.tables)
+
+    @property
+    def index_merged(self) -> bool:
+        return self.index_files[0] != self.index_files[1]
 
     @property
     def files_in(self) -> int:
@@ -163,16 +167,15 @@ class SourceCompaction:
             apply(manifest, self.catalog_for(manifest), self.state, self.storage, self.lake)
         self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
         tables = tuple(self.table(spec, cutoff) for spec in self.tables())
-        if self.lease is not None:
-            self.lease.check()
-        index = merge_index(self.storage, layout.dedupe_index_dir(self.lake, self.source.id))
-        if index[0] != index[1]:
-            self.say(f"dedupe index: {index[0]} files -> {index[1]}")
-        done = any(t.partitions for t in tables) or index[0] != index[1]
-        return CompactResult(
-            self.source.slug, self.source.id, "Success" if done else "Nothing to do",
+        check = self.lease.check if self.lease is not None else lambda: None
+        index = merge_index(self.storage, layout.dedupe_index_dir(self.lake, self.source.id), check)
+        result = CompactResult(
+            self.source.slug, self.source.id, "Nothing to do",
             tuple(t for t in tables if t.partitions or t.notices), index_files=index,
         )  # fmt: skip
+        if result.index_merged:
+            self.say(f"dedupe index: {index[0]} files -> {index[1]}")
+        return replace(result, status="Success") if result.partitions or result.index_merged else result
 
     def tables(self) -> list[TableSpec]:
         """The source's event tables (from their schema files)."""

@@ -1,20 +1,21 @@
 """The dedupe index on disk: which of its files a run reads, and how it is kept to a few files.
 
-Each sync run adds a folder ``run_id=<run>`` of small Parquet files (the message ids it brought
-into the lake, with their received time; see :mod:`.dedupe`). A run looks up only the ids received
-in the window before its first message, and every message of a run was received before the run
-started, so a folder named after a run that started well before the window holds nothing the run
-needs: it is not read (:func:`index_files`). An ``up`` engine syncing every 30 s adds thousands of
-folders a day; :func:`merge_index` (run by compaction, under the source's lock) merges each UTC
-day's folders into one file, in the folder of the day's newest run: the name still tells when the
-newest id in it was brought in. Killed at any step, the index holds each id at least once (the
-merged file is whole before the files it replaces are deleted), which is all a lookup needs.
+Each sync or replay run adds a folder ``run_id=<run>`` of small Parquet files (the message ids it
+brought into the lake, with their received time; see :mod:`.dedupe`). A run looks up only the ids
+received in the window before its first message, and every message of a run was received before
+the run started, so a folder named after a run that started well before the window holds nothing
+the run needs: it is not read (:func:`index_files`). An ``up`` engine syncing every 30 s adds
+thousands of folders a day; :func:`merge_index` (run by compaction, under the source's lock)
+merges each UTC day's folders into one file, in the folder of the day's newest run: the name still
+tells when the newest id in it was brought in. Killed at any step, the index holds every (id,
+received time) it held (the merged file is whole before the files it replaces are deleted), some
+twice, which a lookup does not mind; the next merge finishes the day.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -22,6 +23,8 @@ import pyarrow.parquet as pq
 
 from eventlake.storage import FileInfo, Location, Storage
 
+# the index's rows: a message id a run brought into the lake, and when it was received
+INDEX_ARROW = pa.schema([("message_id", pa.string()), ("received_at", pa.timestamp("us", tz="UTC"))])
 # a margin for the clocks of the collector (which sets receivedAt) and of the sync (which names runs)
 CLOCK_MARGIN = timedelta(days=1)
 MERGED_PREFIX = "merged-"
@@ -41,22 +44,25 @@ def run_started(folder_name: str) -> datetime | None:
     return started + timedelta(milliseconds=int(found.group(2)))
 
 
-def index_files(storage: Storage, index: Location, since: datetime | None = None) -> list[FileInfo]:
+def index_files(storage: Storage, index: Location, since: datetime) -> list[FileInfo]:
     """The index's files, but those of runs that started more than :data:`CLOCK_MARGIN` before
-    ``since`` (they hold only ids received before it)."""
-    files = storage.list(index, "*/*.parquet")
-    if since is None:
-        return files
-    if since.tzinfo is None:
-        since = since.replace(tzinfo=timezone.utc)  # Spark's naive datetimes are in its UTC zone
-    floor = since - CLOCK_MARGIN
-    return [f for f in files if (started := run_started(f.path.parent.name)) is None or started >= floor]
+    ``since`` (aware, or naive in UTC; they hold only ids received before it)."""
+    floor = (since if since.tzinfo is not None else since.replace(tzinfo=timezone.utc)) - CLOCK_MARGIN
+    return [
+        info
+        for info in storage.list(index, "*/*.parquet")
+        if (started := run_started(info.path.parent.name)) is None or started >= floor
+    ]
 
 
-def merge_index(storage: Storage, index: Location) -> tuple[int, int]:
+def merge_index(
+    storage: Storage, index: Location, check: Callable[[], None] = lambda: None
+) -> tuple[int, int]:
     """Merge the index's files, a UTC day of runs at a time, into one file per day in the folder of
-    the day's newest run (each id once, at its earliest received time); a day with one file is
-    left alone. Returns the number of files before and after."""
+    the day's newest run (each (id, received time) once: an id synced again after it left the
+    window keeps both times); a day with one file is left alone. ``check`` is called before each
+    day's change (the source lock's lease, on an object store). Returns the number of files
+    before and after."""
     days: dict[str, list[tuple[datetime, FileInfo]]] = {}
     files = storage.list(index, "*/*.parquet")
     for info in files:
@@ -67,26 +73,24 @@ def merge_index(storage: Storage, index: Location) -> tuple[int, int]:
     for day in sorted(days):
         members = [info for _, info in sorted(days[day], key=lambda pair: (pair[0], str(pair[1].path)))]
         if len(members) > 1:
+            check()
             _merge(storage, members)
             after -= len(members) - 1
     return len(files), after
 
 
 def _merge(storage: Storage, members: Sequence[FileInfo]) -> None:
-    """``members`` (oldest run first) into one file in the newest run's folder, then the members and
-    the other folders go."""
-    table = pa.concat_tables(
-        [pq.read_table(pa.BufferReader(storage.read(info.path))) for info in members],
-        promote_options="default",
-    )
-    first = table.group_by("message_id").aggregate([("received_at", "min")])
-    merged = pa.table({"message_id": first["message_id"], "received_at": first["received_at_min"]})
+    """``members`` (oldest run first) into one file in the newest run's folder; then the members
+    go, and the folders they leave empty."""
+    tables = [pq.read_table(pa.BufferReader(storage.read(info.path))).cast(INDEX_ARROW) for info in members]
+    merged = pa.concat_tables(tables).group_by(["message_id", "received_at"]).aggregate([])
     newest = members[-1].path.parent
     target = newest / f"{MERGED_PREFIX}{newest.name.removeprefix('run_id=')}.parquet"
     with storage.open_write(target) as handle:  # whole before anything it replaces goes
-        pq.write_table(merged.sort_by("received_at").cast(table.schema), handle, compression="snappy")
+        pq.write_table(merged.select(INDEX_ARROW.names).sort_by("received_at"), handle, compression="snappy")
     for info in members:
-        if info.path.parent == newest and info.path != target:
+        if info.path != target:
             storage.delete(info.path)
     for folder in sorted({info.path.parent for info in members} - {newest}, key=str):
-        storage.delete_tree(folder)
+        if not storage.list(folder):
+            storage.delete_tree(folder)  # an empty folder on a local disk (nothing on an object store)

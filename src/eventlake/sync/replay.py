@@ -6,8 +6,8 @@ sealed across midnight), keeping the messages received in ``[start, end)``, with
 differences:
 
 - **dedupe** within the run and against the dedupe index's ids received before the range (the
-  range's own ids are in the index from the syncs that first brought them; the index is not
-  rewritten);
+  range's own ids are in the index from the syncs that first brought them; the replay adds its
+  own folder of the range's ids, as a sync does);
 - **commit**: every table partition of the range is *replaced*, not appended to: its new files
   (perhaps none) are staged with a commit marker naming every file the folder holds now, and
   switched like a compaction (:func:`eventlake.sync.commit.apply_rewrite`: one swap on a local

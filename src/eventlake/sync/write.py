@@ -19,19 +19,17 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from eventlake import layout
 from eventlake.schema import BIGINT, BOOLEAN, STRING, cast_value
 from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import Location, Storage
-from eventlake.sync.dedupe import INDEX_SCHEMA
+from eventlake.sync.dedupe_index import INDEX_ARROW
 from eventlake.sync.pieces import pieces_by_type, read_pieces
 from eventlake.sync.quarantine import TABLE_LIMIT_REASON, message_row, rows_table, value_row
 from eventlake.sync.stage import DEDUPE, MESSAGES, TABLE, VALUES, RunStage, StagedFile
 from eventlake.sync.transform import dumps, loads
 
-DEDUPE_SCHEMA = to_arrow_schema(INDEX_SCHEMA, timezone="UTC")
 BATCH_ROWS = 10_000  # rows a write task turns into Python objects at a time
 _HOUR_US = 3_600_000_000
 
@@ -152,7 +150,7 @@ def write_segment_types(
         if ids is not None:
             index.append(ids)
     if index:
-        table = pa.concat_tables(index).cast(DEDUPE_SCHEMA)
+        table = pa.concat_tables(index).cast(INDEX_ARROW)
         written = StagedFile(DEDUPE, layout.part_file_name(stage.run_id, units[0][0]), table.num_rows)
         stage.write_parquet(storage, written, table)
         files.append(written)
