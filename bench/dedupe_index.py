@@ -21,9 +21,7 @@ Prints each run, the medians and the ratio merged / before.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,9 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from incremental import add_batch, project_with_source  # noqa: E402
-
-from sync import EVENTLAKE, generate  # noqa: E402
+from incremental import QUIET, add_batch, synced_project, warm_engine  # noqa: E402
 
 
 def fabricate_index(index: Path, folders: int, files: int, ids: int, now: datetime) -> None:
@@ -68,22 +64,14 @@ def main() -> None:
     args = parser.parse_args()
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="eventlake-dedupe-index-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLAKE")}
-    project, source_id = project_with_source(work, env)
-    generate(project, source_id, args.base, files=2)
-    subprocess.run([EVENTLAKE, "sync"], cwd=project, env=env, check=True, stderr=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+    project, source_id, _ = synced_project(work, args.base)
 
     from eventlake import layout
-    from eventlake.catalog import load_catalog
-    from eventlake.config import load_settings
-    from eventlake.jvm.session import spark_session
     from eventlake.storage import LocalStorage
     from eventlake.sync import run_sync
     from eventlake.sync.dedupe_index import merge_index
 
-    os.chdir(project)
-    settings = load_settings(project / "eventlake.toml", environ={})
+    settings, spark, catalog = warm_engine(project, "eventlake-bench-dedupe-index")
     index = Path(layout.dedupe_index_dir(settings.lake.root, source_id))
     started = time.monotonic()
     fabricate_index(index, args.folders, args.files, args.ids, datetime.now(timezone.utc))
@@ -91,9 +79,6 @@ def main() -> None:
     ids = args.folders * args.files * args.ids
     took = time.monotonic() - started
     print(f"index: {files:,} files in {args.folders:,} run folders ({ids:,} ids, fabricated in {took:.1f} s)")
-    quiet = lambda line: None  # noqa: E731
-    spark = spark_session(settings, "eventlake-bench-dedupe-index", quiet)
-    catalog = load_catalog(settings, spark)
 
     batch = 0
 
@@ -104,7 +89,7 @@ def main() -> None:
             add_batch(project, source_id, work, batch, args.batch, same_hour=True)
             batch += 1
             begun = time.monotonic()
-            [result] = run_sync(settings, spark=spark, catalog=catalog, say=quiet)
+            [result] = run_sync(settings, spark=spark, catalog=catalog, say=QUIET)
             times.append(time.monotonic() - begun)
             print(f"{label} run {run + 1}: {result.input_messages:,} messages, {result.duplicates_dropped} "
                   f"duplicates: {times[-1]:.2f} s ({result.status})", flush=True)  # fmt: skip

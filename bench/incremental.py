@@ -34,6 +34,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sync import EVENTLAKE, START, generate  # noqa: E402  (bench/sync.py's generator)
 
 GOAL_SECONDS = 3.0
+QUIET = lambda line: None  # noqa: E731
 
 
 def project_with_source(work: Path, env: dict[str, str]) -> tuple[Path, str]:
@@ -51,6 +53,30 @@ def project_with_source(work: Path, env: dict[str, str]) -> tuple[Path, str]:
                    env=env, stdout=subprocess.DEVNULL)  # fmt: skip
     config = (project / "eventlake.toml").read_text()
     return project, next(line.split('"')[1] for line in config.splitlines() if line.startswith("id ="))
+
+
+def synced_project(work: Path, base: int) -> tuple[Path, str, dict[str, str]]:
+    """A fresh project with one source and ``base`` messages synced by `eventlake sync`: the
+    project, the source's id, and the environment its commands run with."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLAKE")}
+    project, source_id = project_with_source(work, env)
+    generate(project, source_id, base, files=2)
+    subprocess.run([EVENTLAKE, "sync"], cwd=project, env=env, check=True, stderr=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    return project, source_id, env
+
+
+def warm_engine(project: Path, name: str) -> tuple[Any, Any, Any]:
+    """The project's settings, one Spark session and one catalog, as `up`'s engine keeps them (the
+    current directory becomes the project's)."""
+    from eventlake.catalog import load_catalog
+    from eventlake.config import load_settings
+    from eventlake.jvm.session import spark_session
+
+    os.chdir(project)
+    settings = load_settings(project / "eventlake.toml", environ={})
+    spark = spark_session(settings, name, QUIET)
+    return settings, spark, load_catalog(settings, spark)
 
 
 def add_batch(project: Path, source_id: str, work: Path, number: int, messages: int, same_hour: bool) -> None:
@@ -92,14 +118,10 @@ def main() -> None:
     args = parser.parse_args()
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="eventlake-incremental-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLAKE")}
-    project, source_id = project_with_source(work, env)
-    generate(project, source_id, args.base, files=2)
+    project, source_id, env = synced_project(work, args.base)
 
     # The baseline first: the embedded metastore belongs to one JVM at a time, and this script's
     # session keeps its JVM (and the metastore) until the script exits.
-    subprocess.run([EVENTLAKE, "sync"], cwd=project, env=env, check=True, stderr=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
     cold: list[float] = []
     for run in range(max(1, args.runs // 2)):
         add_batch(project, source_id, work, run, args.batch, args.same_hour)
@@ -109,24 +131,17 @@ def main() -> None:
         cold.append(time.monotonic() - started)
         print(f"baseline run {len(cold)}: `eventlake sync` as a new process: {cold[-1]:.2f} s", flush=True)
 
-    from eventlake.catalog import load_catalog
-    from eventlake.config import load_settings
-    from eventlake.jvm.session import spark_session
     from eventlake.sync import run_sync
 
-    os.chdir(project)
-    settings = load_settings(project / "eventlake.toml", environ={})
-    quiet = lambda line: None  # noqa: E731
     started = time.monotonic()
-    spark = spark_session(settings, "eventlake-bench-incremental", quiet)
-    catalog = load_catalog(settings, spark)
+    settings, spark, catalog = warm_engine(project, "eventlake-bench-incremental")
     print(f"warm-up: session and catalog in {time.monotonic() - started:.1f} s", flush=True)
 
     warm: list[float] = []
     for run in range(len(cold), len(cold) + args.runs + 1):
         add_batch(project, source_id, work, run, args.batch, args.same_hour)
         started = time.monotonic()
-        [result] = run_sync(settings, spark=spark, catalog=catalog, say=quiet)
+        [result] = run_sync(settings, spark=spark, catalog=catalog, say=QUIET)
         elapsed = time.monotonic() - started
         label = "warm-up run (not counted)" if run == len(cold) else f"warm run {len(warm) + 1}"
         if run > len(cold):
