@@ -34,20 +34,25 @@ def files_frame(spark: Any, locations: Sequence[Location], tasks_per_core: int =
 
 
 def read_parquet(
-    spark: Any, storage: Storage, locations: Sequence[Location], schema: Any, since: datetime | None = None
-) -> Any:
+    spark: Any, storage: Storage, locations: Sequence[Location], schema: Any, since: datetime | None = None,
+    message_ids: pa.Array | None = None,
+) -> Any:  # fmt: skip
     """The rows of these Parquet files (small ones: a task per core reads them) as a frame of
-    ``schema`` (a Spark ``StructType``); ``since``: only rows whose ``received_at`` is at or after it."""
+    ``schema`` (a Spark ``StructType``); ``since``: only rows whose ``received_at`` is at or after it;
+    ``message_ids``: only rows whose ``message_id`` is one of these (filtered by the readers)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow = to_arrow_schema(schema, timezone="UTC")
-    read = functools.partial(_read_parquet_files, storage=storage, schema=arrow, since=since)
+    read = functools.partial(
+        _read_parquet_files, storage=storage, schema=arrow, since=since, message_ids=message_ids
+    )
     return files_frame(spark, locations, tasks_per_core=1).mapInArrow(read, schema)
 
 
 def _read_parquet_files(
-    batches: Iterable[pa.RecordBatch], *, storage: Storage, schema: pa.Schema, since: datetime | None
-) -> Iterator[pa.RecordBatch]:
+    batches: Iterable[pa.RecordBatch], *, storage: Storage, schema: pa.Schema, since: datetime | None,
+    message_ids: pa.Array | None,
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=timezone.utc)  # Spark's naive datetimes are in its UTC zone
     for batch in batches:
@@ -57,4 +62,6 @@ def _read_parquet_files(
             if since is not None:
                 floor = pa.scalar(since, schema.field("received_at").type)
                 table = table.filter(pc.greater_equal(table["received_at"], floor))
+            if message_ids is not None:
+                table = table.filter(pc.is_in(table["message_id"], value_set=message_ids))
             yield from table.to_batches()
