@@ -56,7 +56,7 @@ class RunStage:
         return layout.stage_dir(self.lake, self.source_id, self.run_id)
 
     def scratch(self, name: str) -> Location:
-        """A folder for a run's intermediate output (Spark's ``parsed`` and ``dropped``, the parse
+        """A folder for a run's intermediate output (Spark's ``parsed``, the parse
         workers' ``pieces``), never published."""
         return self.root / "scratch" / name
 
