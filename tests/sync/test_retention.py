@@ -4,6 +4,7 @@ engines), unsynced archive files stay, a dry run changes nothing, an interrupted
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from eventlake.errors import ConfigError, UsageError
 from eventlake.query import run_query
 from eventlake.sync import run_sync
 from eventlake.sync.retention import apply_retention
-from eventlake.timestamps import parse_timestamp
+from eventlake.timestamps import now_utc, parse_timestamp
 from tests.conftest import Lake
 from tests.sync.test_sync import track
 
@@ -142,3 +143,26 @@ def _specs(lake: Lake):
     from eventlake.catalog.schema_file import read_schema_files
 
     return read_schema_files(lake.settings.lake.storage(), lake.settings.lake.root, [lake.source.database])
+
+
+def test_the_dedupe_index_goes_a_window_and_a_day_after_the_archive(synced: Lake, spark) -> None:
+    index = Path(layout.dedupe_index_dir(synced.settings.lake.root, synced.source.id))
+    files = sorted(index.glob("*/*.parquet"))
+    assert files  # the sync's ids, in a folder named after the run (started now)
+    day = files[0].parent.name[len("run_id=") :][:8]
+    day = f"{day[:4]}-{day[4:6]}-{day[6:]}"
+
+    def retain_at(days_later: int, **options):
+        later = now_utc() + timedelta(days=days_later)
+        [result] = apply_retention(
+            synced.settings, [synced.slug], spark=spark, now=later, say=quiet, **options
+        )
+        return [(e.what, e.files) for e in result.expired if e.kind == "dedupe"]
+
+    # archive cutoff 7 days back, the source's 7-day window and a day: the run's ids stay for 15 days
+    assert retain_at(14) == []
+    assert sorted(index.glob("*/*.parquet")) == files
+    assert retain_at(16, dry_run=True) == [(day, len(files))]
+    assert sorted(index.glob("*/*.parquet")) == files
+    assert retain_at(16) == [(day, len(files))]
+    assert not list(index.glob("*/*.parquet")) and not list(index.iterdir())

@@ -26,7 +26,9 @@ def retention(ctx: Context, sources_: tuple[str, ...], dry_run: bool, no_wait: b
     once a sync has read them (an unsynced file is kept and counted). [retention] table_days:
     partitions of the source's tables whose hour (or day) ended more than that many days ago,
     files and catalog entries. Both are off (0) by default; `eventlake up` applies them every
-    [retention] interval_seconds. Lists every archive day and partition it deletes.
+    [retention] interval_seconds. With archive_days, the dedupe index's ids older than the archive
+    kept (by the source's dedupe_window_days and a day) go too. Lists every archive day, partition
+    and index day it deletes.
 
     \b
     Examples:
@@ -50,10 +52,12 @@ def retention(ctx: Context, sources_: tuple[str, ...], dry_run: bool, no_wait: b
                 }  # fmt: skip
             )
         archive = sum(1 for e in result.expired if e.kind == "archive")
-        tables = len(result.expired) - archive
+        tables = sum(1 for e in result.expired if e.kind == "table")
+        index = sum(1 for e in result.expired if e.kind == "dedupe")
         verb = "would delete" if dry_run else "deleted"
         click.echo(
             f"{result.source}: {result.status}, {verb} {archive} archive days and {tables} table partitions"
+            + (f", {index} days of the dedupe index" if index else "")
             + (f", kept {result.unsynced_files} unsynced archive files" if result.unsynced_files else "")
             + (f" ({result.error})" if result.error else ""),
             err=True,

@@ -55,6 +55,17 @@ def index_files(storage: Storage, index: Location, since: datetime) -> list[File
     ]
 
 
+def index_days_before(storage: Storage, index: Location, before: datetime) -> dict[str, list[FileInfo]]:
+    """The index's files of the runs that started before ``before``, by the UTC day they started
+    (retention deletes them: see :mod:`.retention`)."""
+    days: dict[str, list[FileInfo]] = {}
+    for info in storage.list(index, "*/*.parquet"):
+        started = run_started(info.path.parent.name)
+        if started is not None and started < before:
+            days.setdefault(f"{started:%Y-%m-%d}", []).append(info)
+    return days
+
+
 def merge_index(
     storage: Storage, index: Location, check: Callable[[], None] = lambda: None
 ) -> tuple[int, int]:

@@ -8,6 +8,9 @@
   reading it), then its folder (DuckDB, which lists folders, stops seeing it). Killed in between, a
   rerun finds the folder and deletes it; a partition the catalog still lists without a folder is
   dropped too. The quarantine and the sync reports are kept.
+- **Dedupe index** (with ``retention.archive_days``): the ids of the runs that started more than
+  ``dedupe_window_days`` (and a day's margin for clocks) before the archive's cutoff go: no sync of
+  new messages and no replay of the archive kept can look them up.
 
 Each source is handled under its sync lock, so a sync never writes into a partition being deleted.
 A dry run lists what would go and changes nothing.
@@ -29,6 +32,7 @@ from eventlake.progress import Say, say
 from eventlake.storage import Storage, to_location
 from eventlake.sync import SKIPPED
 from eventlake.sync.commit import CatalogOnce
+from eventlake.sync.dedupe_index import CLOCK_MARGIN, index_days_before
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc
@@ -38,11 +42,12 @@ DAY_MS = 86_400_000
 
 @dataclass(frozen=True)
 class Expired:
-    """One thing retention deletes: an archive day's files or a table partition."""
+    """One thing retention deletes: an archive day's files, a table partition or a day of the
+    dedupe index."""
 
     source: str  # the source's slug
-    kind: str  # "archive" | "table"
-    what: str  # "2026-10-01" (an archive day) | "web.page day=2026-10-01/hr=07"
+    kind: str  # "archive" | "table" | "dedupe"
+    what: str  # "2026-10-01" (an archive day, a day of dedupe index) | "web.page day=2026-10-01/hr=07"
     files: int
     bytes: int
 
@@ -85,6 +90,7 @@ def apply_retention(
                 job = SourceRetention(settings, source, storage, catalog_once, dry_run, tell)
                 if retention.archive_days:
                     job.archive(now - timedelta(days=retention.archive_days), result)
+                    job.dedupe_index(now - timedelta(days=retention.archive_days), result)
                 if retention.table_days:
                     job.tables(now - timedelta(days=retention.table_days), result)
             if not result.expired:
@@ -139,6 +145,21 @@ class SourceRetention:
             for f in files:
                 self.storage.delete(f.path)
             self.say(f"archive {day}: {len(files)} files deleted")
+
+    def dedupe_index(self, cutoff: datetime, result: RetentionResult) -> None:
+        """Delete the dedupe index's files that no sync or replay of the archive kept after
+        ``cutoff`` can need (see the module's docstring), a UTC day of runs at a time."""
+        before = cutoff - timedelta(days=self.source.dedupe_window_days) - CLOCK_MARGIN
+        index = layout.dedupe_index_dir(self.lake, self.source.id)
+        for day, infos in sorted(index_days_before(self.storage, index, before).items()):
+            result.expired.append(
+                Expired(self.source.slug, "dedupe", day, len(infos), sum(i.size for i in infos))
+            )
+            if self.dry_run:
+                continue
+            for folder in sorted({info.path.parent for info in infos}, key=str):
+                self.storage.delete_tree(folder)  # a run's folder: its files are all of that day
+            self.say(f"dedupe index {day}: {len(infos)} files deleted")
 
     def tables(self, cutoff: datetime, result: RetentionResult) -> None:
         """Drop the partitions of the source's event tables that ended before ``cutoff``."""
