@@ -22,7 +22,7 @@ marker), a :class:`~eventlake.sync.manifest.Manifest` listing them as
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -169,13 +169,14 @@ class SourceCompaction:
         tables = tuple(self.table(spec, cutoff) for spec in self.tables())
         check = self.lease.check if self.lease is not None else lambda: None
         index = merge_index(self.storage, layout.dedupe_index_dir(self.lake, self.source.id), check)
-        result = CompactResult(
-            self.source.slug, self.source.id, "Nothing to do",
+        merged = index[0] != index[1]
+        if merged:
+            self.say(f"dedupe index: {index[0]} files -> {index[1]}")
+        done = merged or any(t.partitions for t in tables)
+        return CompactResult(
+            self.source.slug, self.source.id, "Success" if done else "Nothing to do",
             tuple(t for t in tables if t.partitions or t.notices), index_files=index,
         )  # fmt: skip
-        if result.index_merged:
-            self.say(f"dedupe index: {index[0]} files -> {index[1]}")
-        return replace(result, status="Success") if result.partitions or result.index_merged else result
 
     def tables(self) -> list[TableSpec]:
         """The source's event tables (from their schema files)."""

@@ -58,12 +58,9 @@ def index_files(storage: Storage, index: Location, since: datetime) -> list[File
 def index_days_before(storage: Storage, index: Location, before: datetime) -> dict[str, list[FileInfo]]:
     """The index's files of the runs that started before ``before``, by the UTC day they started
     (retention deletes them: see :mod:`.retention`)."""
-    days: dict[str, list[FileInfo]] = {}
-    for info in storage.list(index, "*/*.parquet"):
-        started = run_started(info.path.parent.name)
-        if started is not None and started < before:
-            days.setdefault(f"{started:%Y-%m-%d}", []).append(info)
-    return days
+    days = _runs_by_day(storage.list(index, "*/*.parquet"))
+    kept = {day: [info for started, info in runs if started < before] for day, runs in days.items()}
+    return {day: infos for day, infos in kept.items() if infos}
 
 
 def merge_index(
@@ -74,25 +71,30 @@ def merge_index(
     window keeps both times); a day with one file is left alone. ``check`` is called before each
     day's change (the source lock's lease, on an object store). Returns the number of files
     before and after."""
-    days: dict[str, list[tuple[datetime, FileInfo]]] = {}
     files = storage.list(index, "*/*.parquet")
+    after = len(files)
+    for _, runs in sorted(_runs_by_day(files).items()):
+        if len(runs) > 1:
+            check()
+            _merge(storage, [info for _, info in runs])
+            after -= len(runs) - 1
+    return len(files), after
+
+
+def _runs_by_day(files: Sequence[FileInfo]) -> dict[str, list[tuple[datetime, FileInfo]]]:
+    """Index files by the UTC day their run started, each day's oldest run first (files whose
+    folder is not a run's are left out)."""
+    days: dict[str, list[tuple[datetime, FileInfo]]] = {}
     for info in files:
         started = run_started(info.path.parent.name)
         if started is not None:
             days.setdefault(f"{started:%Y-%m-%d}", []).append((started, info))
-    after = len(files)
-    for day in sorted(days):
-        members = [info for _, info in sorted(days[day], key=lambda pair: (pair[0], str(pair[1].path)))]
-        if len(members) > 1:
-            check()
-            _merge(storage, members)
-            after -= len(members) - 1
-    return len(files), after
+    return {day: sorted(runs, key=lambda run: (run[0], str(run[1].path))) for day, runs in days.items()}
 
 
 def _merge(storage: Storage, members: Sequence[FileInfo]) -> None:
-    """``members`` (oldest run first) into one file in the newest run's folder; then the members
-    go, and the folders they leave empty."""
+    """``members`` (oldest run first) into one file in the newest run's folder; then the other
+    members go, with the older runs' folders."""
     tables = [pq.read_table(pa.BufferReader(storage.read(info.path))).cast(INDEX_ARROW) for info in members]
     merged = pa.concat_tables(tables).group_by(["message_id", "received_at"]).aggregate([])
     newest = members[-1].path.parent
@@ -100,8 +102,7 @@ def _merge(storage: Storage, members: Sequence[FileInfo]) -> None:
     with storage.open_write(target) as handle:  # whole before anything it replaces goes
         pq.write_table(merged.select(INDEX_ARROW.names).sort_by("received_at"), handle, compression="snappy")
     for info in members:
-        if info.path != target:
+        if info.path.parent == newest and info.path != target:
             storage.delete(info.path)
     for folder in sorted({info.path.parent for info in members} - {newest}, key=str):
-        if not storage.list(folder):
-            storage.delete_tree(folder)  # an empty folder on a local disk (nothing on an object store)
+        storage.delete_tree(folder)  # an older run's folder: its files are all members
