@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 import orjson
 
+from eventlake.schema import cast_value
 from eventlake.spec import enrich
 from eventlake.storage import LocalStorage
 from eventlake.sync.stage import DEDUPE, TABLE, VALUES, RunStage, StagedFile
-from eventlake.sync.transform import loads, parse_line
-from eventlake.sync.write import cast_values, write_partition
+from eventlake.sync.transform import dumps, loads, parse_line
+from eventlake.sync.write import cast_rows, write_partition
 from eventlake.timestamps import parse_timestamp
 
 RECEIVED = parse_timestamp("2026-11-22T10:47:00.123Z")
@@ -74,12 +76,142 @@ def test_collisions_are_reported() -> None:
     assert parse_line(line)[6] == ["traits_first_name: traits.first_name won over traits.firstName"]
 
 
-def test_cast_values_widens_and_rejects() -> None:
-    values = {"a": 12, "b": "twelve", "c": 1.5, "d": "2026-11-22T10:00:00Z", "e": None}
+def test_cast_rows_widens_and_rejects() -> None:
+    rows = [
+        {"a": 12, "b": "twelve", "c": 1.5, "d": "2026-11-22T10:00:00Z", "e": None},
+        {"a": 1.25, "b": 7, "c": "x", "d": "noon"},
+    ]
     columns = [("a", "decimal(38,6)"), ("b", "bigint"), ("c", "string"), ("d", "timestamp"), ("e", "bigint")]
-    row, rejected = cast_values(values, columns)
-    assert row == [Decimal("12.000000"), None, "1.5", parse_timestamp("2026-11-22T10:00:00Z"), None]
-    assert [(name, kind, raw) for name, kind, raw, _ in rejected] == [("b", "bigint", "twelve")]
+    table, rejected = cast_rows(rows, columns)
+    assert table.to_pylist() == [
+        {
+            "a": Decimal("12.000000"),
+            "b": None,
+            "c": "1.5",
+            "d": parse_timestamp("2026-11-22T10:00:00Z"),
+            "e": None,
+        },
+        {"a": Decimal("1.250000"), "b": 7, "c": "x", "d": None, "e": None},
+    ]
+    assert rejected == [
+        (0, "b", "bigint", "twelve", "not an integer"),
+        (1, "d", "timestamp", "noon", "not an ISO-8601 date-time"),
+    ]
+
+
+# values that take each column type's fast path in cast_column, and the ones next to its edges
+_EDGE_VALUES = {
+    "bigint": [0, -(2**63), 2**63 - 1, 2**63, -(2**63) - 1, True, 3.0, 3.5, "4", " 5 ", "x", "1e3", []],
+    "boolean": [True, False, 1, 0, "true", " FALSE ", "yes", 1.0],
+    "string": ["", "x", 1, 2**70, 1.5, 1e20, True, float("nan"), [1, "a"], {"k": None}],
+    "decimal(38,6)": [
+        0.0,
+        -0.0,
+        19.99,
+        0.1,
+        0.0000005,
+        0.0000015,
+        0.0000125,
+        1.0000005,
+        123456.789012,
+        999999999.999999,
+        1e9,
+        -1e9,
+        1e9 + 0.5,
+        1e-7,
+        3.14159265358979,
+        1e31,
+        1e32,
+        float("inf"),
+        float("nan"),
+        2**53 + 1,
+        -(2**63),
+        2**63 - 1,
+        2**63,
+        10**31,
+        10**32,
+        "2.5",
+        "abc",
+        True,
+        7,
+    ],
+    "timestamp": [
+        "2026-11-22T10:47:01Z",
+        "2026-11-22T10:47:01.1Z",
+        "2026-11-22T10:47:01.123456Z",
+        "2026-11-22T10:47:01.1234567Z",
+        "2026-11-22T10:47:01+02:00",
+        "2026-11-22T10:47:01-23:59",
+        "2026-11-22T10:47:01+24:00",
+        "2026-11-22T10:47:01+0200",
+        "2026-11-22 10:47:01Z",
+        "2026-11-22t10:47:01z",
+        "2026-02-30T00:00:00Z",
+        "2026-11-22T24:00:00Z",
+        "2026-11-22T23:59:60Z",
+        "0999-01-01T00:00:00Z",
+        "1000-01-01T00:00:00-01:00",
+        "8999-12-31T23:59:59Z",
+        "9999-12-31T23:59:59-01:00",
+        "0000-01-01T00:00:00Z",
+        "2026-11-22",
+        "2026-11-22T10:47Z",
+        " 2026-11-22T10:47:01Z",
+        "noon",
+        1700000000,
+        True,
+    ],
+}
+
+
+def _random_value(rng, kind: str, integers: bool):
+    """A value of a column of ``kind``: mostly of the column's own type (whole columns then take
+    the fast path; a decimal column of ``integers`` or of floats), sometimes an edge value (the
+    column goes value by value)."""
+    if rng.random() < 0.15:
+        return None
+    if rng.random() < 0.02:
+        return rng.choice(_EDGE_VALUES[kind])
+    if kind == "bigint" or (kind == "decimal(38,6)" and integers):
+        return rng.randrange(-(2**63), 2**63)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "string":
+        return rng.choice(["a", "Berlin", "", "ü"]) * rng.randrange(3)
+    if kind == "decimal(38,6)":
+        return round(rng.uniform(-1, 1) * 10 ** rng.randrange(-3, 16), rng.randrange(0, 9))
+    moment = datetime(1000, 1, 2) + timedelta(microseconds=rng.randrange(2**58 - 2**54))  # to 9999
+    offset = rng.choice(["Z", "+00:00", "+05:30", "-08:00", "+23:59"])
+    return moment.isoformat(timespec=rng.choice(["seconds", "milliseconds", "microseconds"])) + offset
+
+
+def test_cast_rows_gives_what_cast_value_gives_value_by_value() -> None:
+    """The whole-column paths (Arrow casts) against the per-value rules, on seeded random columns:
+    the same values, the same rejections with the same reasons."""
+    import random
+
+    rng = random.Random(10)
+    kinds = list(_EDGE_VALUES)
+    for trial in range(300):
+        columns = [(f"c{i}", kinds[i % len(kinds)]) for i in range(len(kinds) * 2)]
+        integers = {name: rng.random() < 0.3 for name, _ in columns}
+        rows = [
+            {name: _random_value(rng, kind, integers[name]) for name, kind in columns}
+            for _ in range(rng.randrange(1, 40))
+        ]
+        table, rejected = cast_rows(rows, columns)
+        expected_rows, expected_rejected = [], []
+        for number, row in enumerate(rows):
+            cast = {}
+            for name, kind in columns:
+                value, reason = cast_value(row[name], kind)
+                cast[name] = value
+                if reason is not None:
+                    raw = row[name] if isinstance(row[name], str) else dumps(row[name])
+                    expected_rejected.append((number, name, kind, raw, reason))
+            expected_rows.append(cast)
+        assert table.to_pylist() == expected_rows, trial
+        assert rejected == expected_rejected, trial
 
 
 def test_write_partition_writes_one_file_per_table_partition(tmp_path) -> None:
@@ -281,7 +413,7 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
 
 
 def test_partition_values_of_an_hour_match_spark_date_patterns() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from eventlake.sync.write import _partition_values
 
