@@ -165,14 +165,14 @@ _EDGE_VALUES = {
 
 
 def _random_value(rng, kind: str, integers: bool):
-    """A value of a column of ``kind``: mostly of the column's own type (whole columns then take
-    the fast path; a decimal column of ``integers`` or of floats), sometimes an edge value (the
-    column goes value by value)."""
+    """A value of a column of ``kind``: mostly of the column's own type, or integers in a decimal
+    or string column of ``integers`` (whole columns then take the fast path), sometimes an edge
+    value (the column goes value by value)."""
     if rng.random() < 0.15:
         return None
     if rng.random() < 0.02:
         return rng.choice(_EDGE_VALUES[kind])
-    if kind == "bigint" or (kind == "decimal(38,6)" and integers):
+    if kind == "bigint" or (kind in ("decimal(38,6)", "string") and integers):
         return rng.randrange(-(2**63), 2**63)
     if kind == "boolean":
         return rng.random() < 0.5
@@ -215,17 +215,35 @@ def test_cast_rows_gives_what_cast_value_gives_value_by_value() -> None:
 
 
 def test_write_partition_writes_one_file_per_table_partition(tmp_path) -> None:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schemas = {"identify": (("message_id", "string"), ("traits_age", "bigint"))}
-    received = parse_timestamp("2026-11-22T10:00:00Z").replace(tzinfo=None)
-    rows = [
-        ("identify", "2026-11-22", "10", "m1", received, '{"message_id": "m1", "traits_age": 3}'),
-        ("identify", "2026-11-22", "10", "m2", received, '{"message_id": "m2", "traits_age": "old"}'),
-        ("identify", "2026-11-22", "11", "m3", received, '{"message_id": "m3"}'),
+    columns = (("message_id", "string"), ("traits_age", "bigint"))
+    received = parse_timestamp("2026-11-22T10:00:00Z")
+
+    def rows(*messages: tuple[str, str]) -> pa.Table:
+        return pa.table(
+            {
+                "message_id": [m for m, _ in messages],
+                "received_at": pa.array([received] * len(messages), pa.timestamp("us", tz="UTC")),
+                "payload": [p for _, p in messages],
+            }
+        )
+
+    partitions = [
+        (
+            ("2026-11-22", "10"),
+            rows(
+                ("m1", '{"message_id": "m1", "traits_age": 3}'),
+                ("m2", '{"message_id": "m2", "traits_age": "old"}'),
+            ),
+        ),
+        (("2026-11-22", "11"), rows(("m3", '{"message_id": "m3"}'))),
     ]
     stage = RunStage(tmp_path, "src1", "src1", "r1", ("day", "hr"))
-    records = list(write_partition(0, rows, schemas=schemas, stage=stage, storage=LocalStorage()))
+    records = list(
+        write_partition(0, "identify", partitions, columns=columns, stage=stage, storage=LocalStorage())
+    )
     name = "part-r1-00000.parquet"
     assert records == [
         StagedFile(TABLE, name, 2, "identify", ("2026-11-22", "10")),

@@ -12,7 +12,6 @@ per file, which the driver collects.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -30,7 +29,6 @@ from eventlake.sync.quarantine import TABLE_LIMIT_REASON, message_row, rows_tabl
 from eventlake.sync.stage import DEDUPE, MESSAGES, TABLE, VALUES, RunStage, StagedFile
 from eventlake.sync.transform import dumps, loads
 
-BATCH_ROWS = 10_000  # rows a write task turns into Python objects at a time
 _HOUR_US = 3_600_000_000
 
 
@@ -52,16 +50,21 @@ def cast_column(
     ``(row, raw value, reason)`` of each value that could not be cast (it becomes null).
 
     A column whose values all have the column's own type (the common case) goes to Arrow whole, as
-    do a decimal column of integers or of floats with at most six decimals and a timestamp column
-    of ISO date-time texts (Arrow casts them in C). Anything else goes value by value through
-    :func:`~eventlake.schema.cast_value`, which has the last word on every rule; a seeded test holds
-    both ways to the same results."""
+    do a string column of integers, a decimal column of integers or of floats with at most six
+    decimals and a timestamp column of ISO date-time texts (Arrow casts them in C). Anything else
+    goes value by value through :func:`~eventlake.schema.cast_value`, which has the last word on
+    every rule; a seeded test holds both ways to the same results."""
     kinds = set(map(type, values))
     kinds.discard(type(None))
     if not kinds or kinds == {_SAME.get(kind)}:
         try:
             return pa.array(values, arrow_type), []
         except OverflowError:  # an integer beyond 64 bits: value by value names it
+            pass
+    elif kind == STRING and kinds == {int}:  # Segment's "version": 2
+        try:
+            return pa.array(values, pa.int64()).cast(arrow_type), []
+        except OverflowError:  # an integer beyond 64 bits: value by value
             pass
     elif kind == DECIMAL and (kinds == {int} or kinds == {float}):
         decimals = _decimals(values, float in kinds, arrow_type)
@@ -122,26 +125,27 @@ def cast_rows(
 
 def write_partition(
     index: int,
-    rows: Iterable[Any],
+    segment_type: str,
+    partitions: Iterable[tuple[tuple[str, ...], pa.Table]],
     *,
-    schemas: Mapping[str, Sequence[tuple[str, str]]],
+    columns: Sequence[tuple[str, str]],
     stage: RunStage,
     storage: Storage,
 ) -> Iterator[StagedFile]:
-    """Write one segment type's rows (``index``: the type's number in the run, which names its
-    files): a table file per partition, and the values that did not fit their column. ``rows``
-    are ``(segment_type, *partition values, message_id, received_at, payload)`` sorted by the first
-    ``1 + len(stage.keys)`` fields."""
+    """Write one segment type's ``partitions`` (``index``: the type's number in the run, which
+    names its files): a table file of ``columns`` per partition, and the values that did not fit
+    their column. Each partition comes as its values and its rows (``message_id``,
+    ``received_at``, ``payload``)."""
     name = layout.part_file_name(stage.run_id, index)
-    width = 1 + len(stage.keys)
     rejected: list[tuple[Any, ...]] = []
-    for group, members in itertools.groupby(rows, key=lambda row: tuple(row[:width])):
-        segment_type, values = group[0], tuple(group[1:])
-        rows = list(members)
-        table, bad = cast_rows([loads(row[width + 2]) for row in rows], schemas[segment_type])
-        for number, column_name, kind, raw, reason in bad:
-            message_id, received_at = rows[number][width : width + 2]
-            rejected.append(value_row(reason, message_id, segment_type, column_name, kind, raw, received_at))
+    for values, rows in partitions:
+        table, bad = cast_rows([loads(payload) for payload in rows["payload"].to_pylist()], columns)
+        if bad:
+            ids, received = rows["message_id"].to_pylist(), rows["received_at"].to_pylist()
+            for number, column_name, kind, raw, reason in bad:
+                rejected.append(
+                    value_row(reason, ids[number], segment_type, column_name, kind, raw, received[number])
+                )
         written = StagedFile(TABLE, name, table.num_rows, segment_type, values)
         stage.write_parquet(storage, written, table)
         yield written
@@ -242,11 +246,16 @@ def write_segment_type(
         else pa.array([m // _HOUR_US for m in micros.to_pylist()], pa.int64())
     )
     table = table.append_column("_hour", hours).sort_by([("_hour", "ascending"), ("position", "ascending")])
-    keys = {hour: _partition_values(hour, date_partition) for hour in pc.unique(hours).to_pylist()}
-    rows = (
-        (segment_type, *keys[hour], *rest)
-        for batch in table.select(["_hour", "message_id", "received_at", "payload"]).to_batches(BATCH_ROWS)
-        for hour, *rest in zip(*(column.to_pylist() for column in batch.columns), strict=True)
-    )  # Python objects for one batch at a time
-    files = list(write_partition(index, rows, schemas=schemas, stage=stage, storage=storage))
+    partitions = []
+    start = 0
+    for hour in pc.value_counts(table["_hour"]).to_pylist():  # in the order of the sorted rows
+        partitions.append(
+            (_partition_values(hour["values"], date_partition), table.slice(start, hour["counts"]))
+        )
+        start += hour["counts"]
+    files = list(
+        write_partition(
+            index, segment_type, partitions, columns=schemas[segment_type], stage=stage, storage=storage
+        )
+    )
     return files, table.select(["message_id", "received_at"])
