@@ -247,7 +247,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--workdir", type=Path, default=None, help="keep the generated data here")
-    parser.add_argument("--skip-duckdb", action="store_true")
+    parser.add_argument(
+        "--skip-duckdb", action="store_true", help="time eventlake alone (no DuckDB baseline, no Spark floor)"
+    )
     parser.add_argument(
         "--skip-spark-floor", action="store_true", help="do not time Spark doing DuckDB's job"
     )

@@ -164,25 +164,44 @@ _EDGE_VALUES = {
 }
 
 
-def _random_value(rng, kind: str, integers: bool):
-    """A value of a column of ``kind``: mostly of the column's own type, or integers in a decimal
-    or string column of ``integers`` (whole columns then take the fast path), sometimes an edge
-    value (the column goes value by value)."""
+def _random_value(rng, kind: str, profile: tuple[str, int, int]):
+    """A value of a column of ``kind`` whose ``profile`` is (mode, decimals, magnitude): mostly
+    of the column's own type, or integers (mode "integers"), or integers and floats ("mixed"), so
+    that whole columns take each fast path; sometimes an edge value (the column goes value by
+    value)."""
+    mode, decimals, magnitude = profile
     if rng.random() < 0.15:
         return None
     if rng.random() < 0.02:
         return rng.choice(_EDGE_VALUES[kind])
-    if kind == "bigint" or (kind in ("decimal(38,6)", "string") and integers):
+    if kind == "bigint" or (kind in ("decimal(38,6)", "string") and mode == "integers"):
         return rng.randrange(-(2**63), 2**63)
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "string":
         return rng.choice(["a", "Berlin", "", "ü"]) * rng.randrange(3)
     if kind == "decimal(38,6)":
-        return round(rng.uniform(-1, 1) * 10 ** rng.randrange(-3, 16), rng.randrange(0, 9))
+        if mode == "mixed" and rng.random() < 0.5:
+            return rng.randrange(-(10 ** max(magnitude, 0)), 10 ** max(magnitude, 0) + 1)
+        return round(rng.uniform(-1, 1) * 10**magnitude, decimals)
     moment = datetime(1000, 1, 2) + timedelta(microseconds=rng.randrange(2**58 - 2**54))  # to 9999
     offset = rng.choice(["Z", "+00:00", "+05:30", "-08:00", "+23:59"])
     return moment.isoformat(timespec=rng.choice(["seconds", "milliseconds", "microseconds"])) + offset
+
+
+def _cast_by_value(rows, columns):
+    """What :func:`cast_rows` must give, from :func:`cast_value` value by value."""
+    expected_rows, expected_rejected = [], []
+    for number, row in enumerate(rows):
+        cast = {}
+        for name, kind in columns:
+            value, reason = cast_value(row.get(name), kind)
+            cast[name] = value
+            if reason is not None:
+                raw = row[name] if isinstance(row[name], str) else dumps(row[name])
+                expected_rejected.append((number, name, kind, raw, reason))
+        expected_rows.append(cast)
+    return expected_rows, expected_rejected
 
 
 def test_cast_rows_gives_what_cast_value_gives_value_by_value() -> None:
@@ -194,24 +213,23 @@ def test_cast_rows_gives_what_cast_value_gives_value_by_value() -> None:
     kinds = list(_EDGE_VALUES)
     for trial in range(300):
         columns = [(f"c{i}", kinds[i % len(kinds)]) for i in range(len(kinds) * 2)]
-        integers = {name: rng.random() < 0.3 for name, _ in columns}
+        profiles = {
+            name: (rng.choice(["own", "integers", "mixed"]), rng.randrange(0, 9), rng.randrange(-3, 16))
+            for name, _ in columns
+        }
         rows = [
-            {name: _random_value(rng, kind, integers[name]) for name, kind in columns}
+            {name: _random_value(rng, kind, profiles[name]) for name, kind in columns}
             for _ in range(rng.randrange(1, 40))
         ]
         table, rejected = cast_rows(rows, columns)
-        expected_rows, expected_rejected = [], []
-        for number, row in enumerate(rows):
-            cast = {}
-            for name, kind in columns:
-                value, reason = cast_value(row[name], kind)
-                cast[name] = value
-                if reason is not None:
-                    raw = row[name] if isinstance(row[name], str) else dumps(row[name])
-                    expected_rejected.append((number, name, kind, raw, reason))
-            expected_rows.append(cast)
-        assert table.to_pylist() == expected_rows, trial
-        assert rejected == expected_rejected, trial
+        assert (table.to_pylist(), rejected) == _cast_by_value(rows, columns), trial
+    # each edge value in a column otherwise of the column's own type (and of integers)
+    for kind, edges in _EDGE_VALUES.items():
+        for edge in edges:
+            for others in ([None, 19.99, 0.5, 10], [7, None], ["x"], ["2026-11-22T10:47:01Z"], [True]):
+                rows = [{"c": value} for value in [*others, edge, *others]]
+                table, rejected = cast_rows(rows, [("c", kind)])
+                assert (table.to_pylist(), rejected) == _cast_by_value(rows, [("c", kind)]), (kind, edge)
 
 
 def test_write_partition_writes_one_file_per_table_partition(tmp_path) -> None:
@@ -414,6 +432,12 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
     assert pq.read_table(stage.staged(records[0])).to_pydict() == {
         "message_id": ["m1", "m3"], "traits_age": [3, None]
     }  # fmt: skip
+    day_stage = RunStage(tmp_path / "by-day", "src1", "src1", "r1", ("day",))
+    by_day, _ = write_segment_type(
+        (4, "identify", paths), blocked=(), **{**common, "stage": day_stage, "date_partition": "day"}
+    )  # the 10:00 and 11:00 rows: one daily partition, one file
+    assert by_day[0] == StagedFile(TABLE, name, 3, "identify", ("2026-11-22",))
+    assert pq.read_table(day_stage.staged(by_day[0])).column("message_id").to_pylist() == ["m1", "m3", "m5"]
     blocked, no_ids = write_segment_type((4, "identify", paths), blocked=("identify",), **common)
     assert no_ids is None  # a blocked table's messages are not in the dedupe index
     assert [(f.kind, f.name, f.rows) for f in blocked] == [("messages", "blocked-" + name, 3)]
@@ -431,8 +455,6 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
 
 
 def test_partition_values_of_an_hour_match_spark_date_patterns() -> None:
-    from datetime import datetime
-
     from eventlake.sync.write import _partition_values
 
     def hour(*when: int) -> int:

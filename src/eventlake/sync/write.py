@@ -2,7 +2,8 @@
 <.pieces>` (the run's valid messages, kept by the parse pass), cast the rows to their table's
 columns and write one Parquet file per partition with pyarrow.
 
-A segment type's rows are sorted by partition, so a group is complete when the key changes.
+A segment type's rows are sorted by the hour they were received in, and each partition (an hour,
+or a day of hours with a daily ``date_partition``) is a slice of them, cast a batch at a time.
 Besides the table files, each task writes the values that did not fit their column (quarantine)
 and its slice of the dedupe index.
 Everything goes to the run's stage; each task returns a :class:`~eventlake.sync.stage.StagedFile`
@@ -30,6 +31,7 @@ from eventlake.sync.stage import DEDUPE, MESSAGES, TABLE, VALUES, RunStage, Stag
 from eventlake.sync.transform import dumps, loads
 
 _HOUR_US = 3_600_000_000
+BATCH_ROWS = 10_000  # rows whose payloads a write task holds as Python objects at a time
 
 
 # the Python type whose values a column of each type takes unchanged (bool is not an int here: type())
@@ -66,7 +68,7 @@ def cast_column(
             return pa.array(values, pa.int64()).cast(arrow_type), []
         except OverflowError:  # an integer beyond 64 bits: value by value
             pass
-    elif kind == DECIMAL and (kinds == {int} or kinds == {float}):
+    elif kind == DECIMAL and kinds <= {int, float}:  # 10 and 19.99 in one column are common
         decimals = _decimals(values, float in kinds, arrow_type)
         if decimals is not None:
             return decimals, []
@@ -88,14 +90,15 @@ def cast_column(
 
 
 def _decimals(values: Sequence[Any], floats: bool, arrow_type: pa.DataType) -> pa.Array | None:
-    """Integers, or floats, as decimals when Arrow's cast gives what :func:`cast_value` would:
-    every 64-bit integer; floats when each is below a billion and is the double nearest to a number
-    of millionths (``round(x * 1e6) / 1e6 == x``), so that its shortest text (what ``cast_value``
-    reads) has at most six decimals and scaling it by a million is off by less than a quarter,
-    which Arrow's rounding removes. None when a value falls outside."""
+    """Integers, or ``floats`` (with or without integers), as decimals when Arrow's cast gives what
+    :func:`cast_value` would: every 64-bit integer; with floats, when each value is below a billion
+    (integers there are exact doubles) and is the double nearest to a number of millionths
+    (``round(x * 1e6) / 1e6 == x``), so that its shortest text (what ``cast_value`` reads) has at
+    most six decimals and scaling it by a million is off by less than a quarter, which Arrow's
+    rounding removes. None when a value falls outside."""
     try:
         numbers = pa.array(values, pa.float64() if floats else pa.int64())
-    except OverflowError:  # an integer beyond 64 bits
+    except (OverflowError, pa.ArrowInvalid):  # an integer beyond 64 bits, or not exact as a double
         return None
     if floats:
         exact = pc.and_(
@@ -139,13 +142,17 @@ def write_partition(
     name = layout.part_file_name(stage.run_id, index)
     rejected: list[tuple[Any, ...]] = []
     for values, rows in partitions:
-        table, bad = cast_rows([loads(payload) for payload in rows["payload"].to_pylist()], columns)
-        if bad:
-            ids, received = rows["message_id"].to_pylist(), rows["received_at"].to_pylist()
-            for number, column_name, kind, raw, reason in bad:
-                rejected.append(
-                    value_row(reason, ids[number], segment_type, column_name, kind, raw, received[number])
-                )
+        tables = []
+        for batch in rows.to_batches(BATCH_ROWS):  # a batch's payloads as Python objects at a time
+            table, bad = cast_rows([loads(payload) for payload in batch["payload"].to_pylist()], columns)
+            tables.append(table)
+            if bad:
+                ids, received = batch["message_id"].to_pylist(), batch["received_at"].to_pylist()
+                for number, column_name, kind, raw, reason in bad:
+                    rejected.append(
+                        value_row(reason, ids[number], segment_type, column_name, kind, raw, received[number])
+                    )
+        table = pa.concat_tables(tables)
         written = StagedFile(TABLE, name, table.num_rows, segment_type, values)
         stage.write_parquet(storage, written, table)
         yield written
@@ -246,13 +253,16 @@ def write_segment_type(
         else pa.array([m // _HOUR_US for m in micros.to_pylist()], pa.int64())
     )
     table = table.append_column("_hour", hours).sort_by([("_hour", "ascending"), ("position", "ascending")])
-    partitions = []
-    start = 0
-    for hour in pc.value_counts(table["_hour"]).to_pylist():  # in the order of the sorted rows
-        partitions.append(
-            (_partition_values(hour["values"], date_partition), table.slice(start, hour["counts"]))
-        )
-        start += hour["counts"]
+    counts = pc.value_counts(table["_hour"])
+    bounds: list[tuple[tuple[str, ...], int, int]] = []  # partition values, first row, rows
+    hours_counts = zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
+    for hour, count in sorted(hours_counts):
+        values = _partition_values(hour, date_partition)
+        if bounds and bounds[-1][0] == values:  # a daily partition: the day's hours are one slice
+            bounds[-1] = (values, bounds[-1][1], bounds[-1][2] + count)
+        else:
+            bounds.append((values, bounds[-1][1] + bounds[-1][2] if bounds else 0, count))
+    partitions = [(values, table.slice(start, count)) for values, start, count in bounds]
     files = list(
         write_partition(
             index, segment_type, partitions, columns=schemas[segment_type], stage=stage, storage=storage
