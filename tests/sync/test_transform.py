@@ -56,6 +56,14 @@ def test_invalid_lines_are_rejected_with_a_reason_and_kept_raw() -> None:
     result = parse_line(no_user)
     assert result[0] is False and result[1] == "m2" and result[7] == "neither userId nor anonymousId"
     assert result[8] == no_user
+    lone = archived({"type": "track", "event": "X", "userId": "u", "messageId": "m3"}).replace(
+        '"userId":"u"', '"userId":"u\\udc00"'
+    )  # valid JSON, but not text: kept raw, not failing the write pass's Arrow strings
+    surrogate = parse_line(lone)
+    assert surrogate[0] is False and surrogate[8] == lone and "lone UTF-16 surrogate" in surrogate[7]
+    assert surrogate[7].startswith("invalid JSON")
+    paired = parse_line(lone.replace("\\udc00", "\\ud83d\\ude00"))  # a pair is an emoji
+    assert paired[0] is True and loads(paired[4])["user_id"] == "u\U0001f600"
 
 
 def test_top_level_keys_never_shadow_partition_columns() -> None:

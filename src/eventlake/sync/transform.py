@@ -58,10 +58,20 @@ PARSED_ARROW = to_arrow_schema(PARSED_SCHEMA, timezone="UTC")
 
 
 def loads(text: str) -> Any:
+    """JSON text as Python values; a ValueError for invalid JSON and for text holding a lone UTF-16
+    surrogate (``"\\ud800"`` unpaired: valid JSON, but no Unicode text can hold it, so no Parquet
+    or Arrow string either; such a message is quarantined instead of failing every sync)."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return json.loads(text)  # integers beyond 64 bits; still raises on invalid JSON
+        value = json.loads(text)  # integers beyond 64 bits; still raises on invalid JSON
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise ValueError(
+                "a string holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape)"
+            ) from None
+        return value
 
 
 def dumps(value: Any) -> str:
