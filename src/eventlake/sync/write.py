@@ -254,15 +254,15 @@ def write_segment_type(
     )
     table = table.append_column("_hour", hours).sort_by([("_hour", "ascending"), ("position", "ascending")])
     counts = pc.value_counts(table["_hour"])
-    bounds: list[tuple[tuple[str, ...], int, int]] = []  # partition values, first row, rows
-    hours_counts = zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
-    for hour, count in sorted(hours_counts):
-        values = _partition_values(hour, date_partition)
-        if bounds and bounds[-1][0] == values:  # a daily partition: the day's hours are one slice
-            bounds[-1] = (values, bounds[-1][1], bounds[-1][2] + count)
-        else:
-            bounds.append((values, bounds[-1][1] + bounds[-1][2] if bounds else 0, count))
-    partitions = [(values, table.slice(start, count)) for values, start, count in bounds]
+    spans: dict[tuple[str, ...], list[int]] = {}  # partition values -> [first row, rows]
+    start = 0
+    for hour, count in sorted(
+        zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
+    ):
+        span = spans.setdefault(_partition_values(hour, date_partition), [start, 0])  # a day: its hours
+        span[1] += count
+        start += count
+    partitions = [(values, table.slice(first, rows)) for values, (first, rows) in spans.items()]
     files = list(
         write_partition(
             index, segment_type, partitions, columns=schemas[segment_type], stage=stage, storage=storage
