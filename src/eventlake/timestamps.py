@@ -75,6 +75,16 @@ def _parse(value: str) -> datetime | None:
     return result
 
 
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive one is taken as UTC (Spark hands naive datetimes in its UTC
+    session zone).
+
+    >>> as_utc(datetime(2026, 11, 22, 10)).isoformat(), as_utc(parse_timestamp("2026-11-22T12:00+02:00")).hour
+    ('2026-11-22T10:00:00+00:00', 10)
+    """
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def format_timestamp(value: datetime) -> str:
     """The ISO-8601 form eventlake writes: UTC, milliseconds, ``Z`` (as Segment does)."""
     t = value.astimezone(UTC)

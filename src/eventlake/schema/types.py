@@ -26,7 +26,7 @@ from types import MappingProxyType
 import orjson
 
 from eventlake.schema.naming import is_safe_identifier
-from eventlake.timestamps import UTC, parse_timestamp
+from eventlake.timestamps import as_utc, parse_timestamp
 
 __all__ = [
     "BIGINT",
@@ -225,7 +225,7 @@ def _cast_string(value: object) -> tuple[object, str | None]:
     if isinstance(value, Decimal):
         return format(value, "f"), None
     if isinstance(value, datetime):
-        return _as_utc(value).isoformat(), None
+        return as_utc(value).isoformat(), None
     if isinstance(value, (list, tuple, dict)):
         return json_text(value), None
     return str(value), None
@@ -233,7 +233,7 @@ def _cast_string(value: object) -> tuple[object, str | None]:
 
 def _cast_timestamp(value: object) -> tuple[object, str | None]:
     if isinstance(value, datetime):
-        return _as_utc(value), None
+        return as_utc(value), None
     parsed = parse_timestamp(value)
     return (parsed, None) if parsed is not None else (None, "not an ISO-8601 date-time")
 
@@ -297,10 +297,6 @@ def _fit_decimal(number: Decimal) -> Decimal | None:
     if result.is_zero():
         return result.copy_abs()
     return result if result.adjusted() < _DECIMAL_INTEGER_DIGITS else None
-
-
-def _as_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eventlake.storage import FileInfo, Location, Storage
+from eventlake.timestamps import as_utc
 
 # the index's rows: a message id a run brought into the lake, and when it was received
 INDEX_ARROW = pa.schema([("message_id", pa.string()), ("received_at", pa.timestamp("us", tz="UTC"))])
@@ -47,7 +48,7 @@ def run_started(folder_name: str) -> datetime | None:
 def index_files(storage: Storage, index: Location, since: datetime) -> list[FileInfo]:
     """The index's files, but those of runs that started more than :data:`CLOCK_MARGIN` before
     ``since`` (aware, or naive in UTC; they hold only ids received before it)."""
-    floor = (since if since.tzinfo is not None else since.replace(tzinfo=timezone.utc)) - CLOCK_MARGIN
+    floor = as_utc(since) - CLOCK_MARGIN
     return [
         info
         for info in storage.list(index, "*/*.parquet")

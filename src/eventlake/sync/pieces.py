@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from eventlake.storage import Location, Storage, to_location
+from eventlake.timestamps import as_utc
 
 PIECE_SCHEMA = pa.schema(
     [
@@ -139,13 +140,9 @@ def _keep(table: pa.Table, drop: pa.Array, window: tuple[datetime, datetime] | N
         conditions.append(pc.invert(pc.is_in(table["position"], value_set=drop)))
     if window is not None:
         received = table["received_at"]
-        start, end = (pa.scalar(_utc(t), received.type) for t in window)
+        start, end = (pa.scalar(as_utc(t), received.type) for t in window)
         conditions += [pc.greater_equal(received, start), pc.less(received, end)]
     keep = None
     for condition in conditions:
         keep = condition if keep is None else pc.and_(keep, condition)
     return keep
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)  # naive: UTC

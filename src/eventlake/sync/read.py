@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import io
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eventlake.storage import Location, Storage, to_location
+from eventlake.timestamps import as_utc
 
 
 def files_frame(spark: Any, locations: Sequence[Location], tasks_per_core: int = 8) -> Any:
@@ -53,8 +54,7 @@ def _read_parquet_files(
     batches: Iterable[pa.RecordBatch], *, storage: Storage, schema: pa.Schema, since: datetime | None,
     message_ids: pa.Array | None,
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=timezone.utc)  # Spark's naive datetimes are in its UTC zone
+    since = as_utc(since) if since is not None else None
     for batch in batches:
         for location in batch.column(0).to_pylist():
             table = pq.read_table(io.BytesIO(storage.read(to_location(location))), columns=schema.names)
