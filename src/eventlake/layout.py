@@ -49,6 +49,7 @@ DATA = "segment-data"
 STAGE = "segment-stage"
 ARCHIVE_SUFFIX = ".gz"
 REPORT_FILE = "report.json"
+DAY_MS = 86_400_000  # a received day of the archive, in Unix milliseconds
 
 
 # raw archive ---------------------------------------------------------------------------------
@@ -65,6 +66,11 @@ def archive_source_dir(lake: Location, source_id: str) -> Location:
 def archive_file(lake: Location, source_id: str, day_ms: int, name: str) -> Location:
     """``segment-logs/<source-id>/<day-ms>/<name>.gz``."""
     return lake / ARCHIVE / source_id / str(day_ms) / f"{name}{ARCHIVE_SUFFIX}"
+
+
+def archive_day_dir(lake: Location, source_id: str, day_ms: int) -> Location:
+    """One received day's folder of the raw archive: ``segment-logs/<source-id>/<day-ms>``."""
+    return archive_source_dir(lake, source_id) / str(day_ms)
 
 
 def lake_relative(lake: Location, path: Location) -> str:
@@ -332,6 +338,40 @@ def suppression_lock_file(lake: Location, source_id: str) -> Location:
 def ledger_file(lake: Location, source_id: str, run_id: str) -> Location:
     """The ledger entry of one run: the archive files it brought into the lake."""
     return state_dir(lake, "ledger", source_id) / f"{run_id}.json"
+
+
+def ledger_checkpoint_file(lake: Location, source_id: str) -> Location:
+    """The ledger's checkpoint: ``_state/ledger-checkpoint/<source-id>.json`` (see sync/ledger.py)."""
+    return lake / DATA / "_state" / "ledger-checkpoint" / f"{source_id}.json"
+
+
+def closed_day_file(lake: Location, source_id: str, day_ms: int) -> Location:
+    """A closed received day's synced archive files: ``_state/ledger-days/<source-id>/<day-ms>.json``."""
+    return state_dir(lake, "ledger-days", source_id) / f"{day_ms}.json"
+
+
+def reopened_days_dir(lake: Location, source_id: str) -> Location:
+    """Markers of archive days written after they may have been closed: ``_state/reopened/<source-id>``."""
+    return state_dir(lake, "reopened", source_id)
+
+
+def reopened_day_file(lake: Location, source_id: str, day_ms: int, written_ms: int, token: str) -> Location:
+    """One marker: ``<day-ms>-<written-ms>-<token>.json`` (see :func:`reopened_day_times`)."""
+    return reopened_days_dir(lake, source_id) / f"{day_ms}-{written_ms}-{token}.json"
+
+
+def reopened_day_times(file_name: str) -> tuple[int, int] | None:
+    """The (day, written) Unix milliseconds a reopen marker's name holds; None for another name.
+
+    >>> reopened_day_times("1764028800000-1764115200123-ab12.json")
+    (1764028800000, 1764115200123)
+    >>> reopened_day_times("notes.txt") is None
+    True
+    """
+    parts = file_name.removesuffix(".json").split("-")
+    if len(parts) != 3 or not file_name.endswith(".json") or not (parts[0] + parts[1]).isdigit():
+        return None
+    return int(parts[0]), int(parts[1])
 
 
 def pending_file(lake: Location, source_id: str, run_id: str) -> Location:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import gzip
 import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from eventlake import layout
-from eventlake.storage import Location, Storage
+from eventlake.storage import FileInfo, Location, Storage
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,15 @@ class ArchiveFile:
 
 
 def list_archive_files(storage: Storage, lake_root: Location, source_id: str) -> list[ArchiveFile]:
-    """The sealed archive files of a source (hidden temporary files excluded), sorted by key."""
+    """Every sealed archive file of a source (hidden temporary files excluded), sorted by key: a
+    listing of the source's whole history; a sync lists only the open days (:mod:`.days`)."""
+    return archive_files(storage.list(layout.archive_source_dir(lake_root, source_id), "*/*"), lake_root)
+
+
+def archive_files(listed: Iterable[FileInfo], lake_root: Location) -> list[ArchiveFile]:
+    """The archive files among ``listed`` (paths ``.../<day-ms>/<name>.gz``), sorted by key."""
     found: list[ArchiveFile] = []
-    for info in storage.list(layout.archive_source_dir(lake_root, source_id), "*/*"):
+    for info in listed:
         day = info.path.parent.name
         if day.isdigit() and layout.is_archive_file_name(info.path.name):
             key = layout.lake_relative(lake_root, info.path)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from eventlake import layout
-from eventlake.archive.files import list_archive_files
+from eventlake.archive.days import list_archive_days, reopen_days
 from eventlake.errors import UsageError
 from eventlake.storage import FileInfo, Location, Storage
 
@@ -100,10 +100,20 @@ def import_segment_archive(
     total = sum(f.info.size for f in files)
     say(f"importing {len(files)} files ({total / 1e6:.1f} MB) from {root}")
     result = ImportResult()
-    # what earlier runs imported: one listing of the source's archive, not one per file
-    there = {f.key: f.size for f in list_archive_files(lake_storage, lake, source_id)}
+    # what earlier runs imported: one listing per day the import writes into, not one per file;
+    # the days are marked as written to again first, so that a sync lists them even once closed
+    there = {
+        f.key: f.size for f in list_archive_days(lake_storage, lake, source_id, {f.day_ms for f in files})
+    }
+    targets = {f: layout.archive_file(lake, source_id, f.day_ms, imported_name(f)) for f in files}
+    new_days = {
+        f.day_ms
+        for f, target in targets.items()
+        if there.get(layout.lake_relative(lake, target)) != f.info.size
+    }
+    reopen_days(lake_storage, lake, source_id, new_days)
     for number, segment_file in enumerate(files, 1):
-        target = layout.archive_file(lake, source_id, segment_file.day_ms, imported_name(segment_file))
+        target = targets[segment_file]
         if there.get(layout.lake_relative(lake, target)) == segment_file.info.size:
             result.skipped += 1
             continue

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eventlake import layout
+from eventlake.archive.days import reopen_days
 from eventlake.archive.errors import ArchiveUploadError
 from eventlake.storage import Location, Storage
 
@@ -112,6 +113,7 @@ def seal_segment(segment: Segment, storage: Storage, lake_root: Location) -> Sea
         _drop(segment)  # nothing acknowledged in it (empty, or only a torn line)
         return SealResult(segment, None)
     try:
+        reopen_days(storage, lake_root, segment.source_id, [segment.day_ms])  # a day that ended: marked first
         with open(staged, "rb") as source, storage.open_write(final) as target:
             shutil.copyfileobj(source, target, _CHUNK)
     except Exception as exc:

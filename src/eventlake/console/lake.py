@@ -2,9 +2,10 @@
 
 A page view never scans the lake: :class:`LakeWatch` holds the sync runs (one summary per report
 file, read once: report files never change), the columns' first runs, and per source the oldest
-message not yet queryable; :meth:`LakeWatch.refresh` reads what is new (new report files, new
-ledger files, the archive and spool listings) and is called by the console's background thread
-every few seconds. Messages accepted per minute come from the collector's ``/metrics``.
+message not yet queryable; :meth:`LakeWatch.refresh` reads what is new (new report files, the
+ledger's checkpoint and newest entries, the open days of the archive, the spool) and is called by
+the console's background thread every few seconds. Messages accepted per minute come from the
+collector's ``/metrics``.
 """
 
 from __future__ import annotations
@@ -13,17 +14,16 @@ import threading
 import time
 import urllib.request
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from eventlake import layout
-from eventlake.archive import list_archive_files
 from eventlake.config import Settings, SourceSettings
+from eventlake.sync.ledger import Ledger
 from eventlake.sync.report import read_report_rows, report_files, run_status
-from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
 
 ACCEPTED_METRIC = "eventlake_messages_accepted"  # the collector's counter, by source (without _total)
@@ -128,14 +128,6 @@ class SourceHealth:
         return max(0.0, (now - self.oldest_unqueryable).total_seconds())
 
 
-@dataclass
-class _SourceFiles:
-    """What :class:`LakeWatch` remembers of one source's ledger (ledger files never change)."""
-
-    ledger_read: set[str] = field(default_factory=set)
-    synced: set[str] = field(default_factory=set)
-
-
 class LakeWatch:
     """The console's view of the lake; thread-safe. See the module docstring."""
 
@@ -148,7 +140,6 @@ class LakeWatch:
         self._runs: dict[str, Run] = {}  # by report path
         self._unreadable: set[str] = set()  # report files that did not parse (not read again)
         self._sorted: list[Run] = []  # newest first
-        self._files = {s.id: _SourceFiles() for s in settings.sources}
         self._health = {s.id: SourceHealth(s) for s in settings.sources}
         self._samples: deque[tuple[float, dict[str, float]]] = deque(maxlen=64)
         self.collector_error = ""
@@ -186,19 +177,8 @@ class LakeWatch:
                 self.generation += 1
 
     def _read_source(self, source: SourceSettings) -> None:
-        files = self._files[source.id]
-        ledger = SyncState(self.storage, self.settings.lake.root, source.id)
-        for entry in ledger.ledger_entries():
-            if entry.name not in files.ledger_read:
-                try:
-                    files.synced.update(ledger.ledger_files(entry))
-                except (OSError, ValueError, KeyError):
-                    continue
-                files.ledger_read.add(entry.name)
-        unsynced = [
-            f for f in list_archive_files(self.storage, self.settings.lake.root, source.id)
-            if f.key not in files.synced
-        ]  # fmt: skip
+        ledger = Ledger(self.storage, self.settings.lake.root, source.id)
+        unsynced = ledger.pending(int(time.time() * 1000))  # the open days only: cheap at any age
         opened = [_utc(layout.segment_opened_ms(f.path.name) or f.day_ms) for f in unsynced]
         spool = layout.spool_source_dir(layout.spool_dir(self.settings.lake.state_dir), source.id)
         if spool.is_dir():

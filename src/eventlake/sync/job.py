@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eventlake import layout
-from eventlake.archive import ArchiveFile, SuppressionList, list_archive_files
+from eventlake.archive import ArchiveFile, SuppressionList
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
@@ -73,9 +73,10 @@ class SourceSync:
             self.say(f"completing interrupted run {manifest.run_id}")
             apply(manifest, self.catalog, self.state, self.storage, self.lake)
         self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
-        synced = self.state.synced_files()
         if self.replay is not None:
-            files, *window = replay_files(self.storage, self.lake, self.source.id, synced, self.replay)
+            files, *window = replay_files(
+                self.storage, self.lake, self.source.id, self.state.ledger, self.replay
+            )
             self.window = (window[0], window[1])
             if self.replay.tables:  # the source's table names, to refuse one it does not have
                 known = [t.name for t in source_tables(
@@ -83,9 +84,7 @@ class SourceSync:
                 )]  # fmt: skip
                 self.segment_types = self.replay.segment_types(self.source.table_prefix, known)
         else:
-            files = [
-                f for f in list_archive_files(self.storage, self.lake, self.source.id) if f.key not in synced
-            ]
+            files = self._new_files()
         start = now_utc()
         run_id = new_run_id(start)
         if not files:
@@ -115,6 +114,18 @@ class SourceSync:
         self.state.write_pending(manifest)
         apply(manifest, self.catalog, self.state, self.storage, self.lake)
         return result
+
+    def _new_files(self) -> list[ArchiveFile]:
+        """The archive files of the open days that no run has synced; the ledger's checkpoint
+        catches up on the way (see :mod:`.ledger`)."""
+        ledger, now_ms = self.state.ledger, int(now_utc().timestamp() * 1000)
+        view = ledger.read()
+        scan = ledger.scan(view, now_ms)
+        if ledger.checkpoint(
+            view, scan, now_ms, self.lease.check if self.lease is not None else lambda: None
+        ):
+            self.say(f"ledger checkpoint: {len(view.runs)} run entries folded")
+        return scan.pending
 
     def _report_failure(
         self, exc: Exception, files: Sequence[ArchiveFile], stage: RunStage, start: datetime

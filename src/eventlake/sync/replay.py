@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from eventlake import layout
 from eventlake.archive import ArchiveFile, list_archive_files
+from eventlake.archive.days import list_archive_days
 from eventlake.catalog.schema_file import is_under, read_schema_files
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
@@ -41,12 +42,13 @@ from eventlake.progress import Say, say
 from eventlake.schema import table_name
 from eventlake.storage import Location, Storage, to_location
 from eventlake.sync.compact import finish_rewrite
+from eventlake.sync.ledger import Ledger
 from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.quarantine import QUARANTINE_TABLE
 from eventlake.sync.report import SyncResult
 from eventlake.sync.stage import TABLE, RunStage, StagedFile, new_run_id
 
-DAY_MS = 86_400_000
+DAY_MS = layout.DAY_MS
 
 
 @dataclass(frozen=True)
@@ -93,22 +95,31 @@ def parse_day(text: str, option: str) -> date:
 
 
 def replay_files(
-    storage: Storage, lake: Location, source_id: str, synced: set[str], wanted: ReplayRange
+    storage: Storage, lake: Location, source_id: str, ledger: Ledger, wanted: ReplayRange
 ) -> tuple[list[ArchiveFile], datetime, datetime]:
     """The synced archive files a replay of ``wanted`` reads, and its ``[start, end)``. Raises
-    :class:`UsageError` when the range holds no archive file, or only files no sync has read."""
-    every = list_archive_files(storage, lake, source_id)
-    if not every:
-        raise UsageError("the source has no archive files to replay")
+    :class:`UsageError` when the range holds no archive file, or only files no sync has read. A
+    range with both ends lists only its days (and one on each side); an open end lists the archive."""
+    if wanted.first and wanted.last:
+        first_ms = int(datetime.combine(wanted.first, time(), timezone.utc).timestamp() * 1000)
+        last_ms = int(datetime.combine(wanted.last, time(), timezone.utc).timestamp() * 1000)
+        every = list_archive_days(
+            storage, lake, source_id, range(first_ms - DAY_MS, last_ms + 2 * DAY_MS, DAY_MS)
+        )
+    else:
+        every = list_archive_files(storage, lake, source_id)
+        if not every:
+            raise UsageError("the source has no archive files to replay")
     start, end = wanted.bounds(every)
     start_ms, end_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
     inside = [f for f in every if start_ms <= f.day_ms < end_ms]
     if not inside:
         raise UsageError(f"no archive files received from {wanted.describe()}: nothing to replay")
+    near = [f for f in every if start_ms - DAY_MS <= f.day_ms < end_ms + DAY_MS]
+    synced = ledger.synced_keys({f.day_ms for f in near})
     if not any(f.key in synced for f in inside):
         raise UsageError(f"no archive file received from {wanted.describe()} is synced yet: run a sync first")
-    near = [f for f in every if start_ms - DAY_MS <= f.day_ms < end_ms + DAY_MS and f.key in synced]
-    return near, start, end
+    return [f for f in near if f.key in synced], start, end
 
 
 def run_replay(

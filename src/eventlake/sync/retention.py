@@ -33,11 +33,11 @@ from eventlake.storage import Storage, to_location
 from eventlake.sync import SKIPPED
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.dedupe_index import CLOCK_MARGIN, index_days_before
+from eventlake.sync.ledger import Ledger
 from eventlake.sync.lock import SyncBusyError, source_lock
-from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc
 
-DAY_MS = 86_400_000
+DAY_MS = layout.DAY_MS
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class SourceRetention:
         ]
         if not old:
             return
-        synced = SyncState(self.storage, self.lake, self.source.id).synced_files()
+        synced = Ledger(self.storage, self.lake, self.source.id).synced_keys({f.day_ms for f in old})
         days: dict[int, list] = {}
         for f in old:
             if f.key in synced:
@@ -144,6 +144,8 @@ class SourceRetention:
                 continue
             for f in files:
                 self.storage.delete(f.path)
+            if len(files) == sum(1 for f in old if f.day_ms == day_ms):  # the whole day went
+                self.storage.delete(layout.closed_day_file(self.lake, self.source.id, day_ms))
             self.say(f"archive {day}: {len(files)} files deleted")
 
     def dedupe_index(self, cutoff: datetime, result: RetentionResult) -> None:

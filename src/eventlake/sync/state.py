@@ -1,4 +1,4 @@
-"""Durable sync state under ``segment-data/_state``: the ledger and pending commit manifests.
+"""Durable sync state under ``segment-data/_state``: the ledger (:mod:`.ledger`) and pending commit manifests.
 
 Every write is atomic (whole or not at all, through :mod:`eventlake.storage`), so a sync killed
 at any instant leaves either the old or the new state, never half of one.
@@ -6,10 +6,9 @@ at any instant leaves either the old or the new state, never half of one.
 
 from __future__ import annotations
 
-import orjson
-
 from eventlake import layout
 from eventlake.storage import Location, Storage
+from eventlake.sync.ledger import Ledger
 from eventlake.sync.manifest import Manifest
 
 
@@ -18,27 +17,15 @@ class SyncState:
 
     def __init__(self, storage: Storage, lake: Location, source_id: str) -> None:
         self.storage, self.lake, self.source_id = storage, lake, source_id
-        self.ledger_dir = layout.state_dir(lake, "ledger", source_id)
+        self.ledger = Ledger(storage, lake, source_id)
         self.pending_dir = layout.state_dir(lake, "pending", source_id)
 
     def synced_files(self) -> set[str]:
-        files: set[str] = set()
-        for entry in self.ledger_entries():
-            files.update(self.ledger_files(entry))
-        return files
-
-    def ledger_entries(self) -> list[Location]:
-        """The ledger's files, one per run that recorded archive files (they never change)."""
-        return [entry.path for entry in self.storage.list(self.ledger_dir, "*.json")]
-
-    def ledger_files(self, entry: Location) -> list[str]:
-        """The archive files (keys) one ledger file records as synced."""
-        return list(orjson.loads(self.storage.read(entry))["files"])
+        """Every synced archive file's key (reads every closed day: for tools and tests)."""
+        return self.ledger.synced_keys()
 
     def record_synced(self, run_id: str, files: list[str]) -> None:
-        document = {"run_id": run_id, "files": sorted(files)}
-        path = layout.ledger_file(self.lake, self.source_id, run_id)
-        self.storage.write(path, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        self.ledger.record(run_id, files)
 
     def pending(self) -> list[Manifest]:
         return [

@@ -1,0 +1,71 @@
+"""The archive by received day: list one day, and reopen a day that may have been closed.
+
+A sync lists only the archive's open days (see :mod:`eventlake.sync.ledger`): the days after the
+ledger's ``closed_through`` and the days named by a reopen marker. Whatever writes an archive file
+into a day that has ended (the sealer sealing late, ``eventlake import``, a restore through
+``eventlake archive reopen``) first writes a marker, ``_state/reopened/<source-id>/<day>-<written>-
+<token>.json``; the marker is written before the file, so a sync that could miss the file sees the
+marker. A sync consumes a marker only once it is older than :data:`REOPEN_MARGIN` and every file of
+its day is synced, so a file written just after its marker is still listed.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterable
+
+from eventlake import layout
+from eventlake.archive.files import ArchiveFile, archive_files
+from eventlake.storage import Location, Storage
+
+# how long after its day ended a day may be closed, and after its writing a marker consumed: far
+# longer than a seal or import takes to write a file once it wrote the marker, and than clock skew
+REOPEN_MARGIN_MS = 2 * 3_600_000
+
+
+def day_of(ms: int) -> int:
+    """UTC midnight of the day holding ``ms`` (Unix milliseconds).
+
+    >>> day_of(1764115200123)
+    1764115200000
+    """
+    return ms - ms % layout.DAY_MS
+
+
+def list_archive_day(storage: Storage, lake: Location, source_id: str, day_ms: int) -> list[ArchiveFile]:
+    """The sealed archive files of one received day, sorted by key (one listing of its folder)."""
+    return archive_files(storage.list(layout.archive_day_dir(lake, source_id, day_ms), "*"), lake)
+
+
+def list_archive_days(
+    storage: Storage, lake: Location, source_id: str, days: Iterable[int]
+) -> list[ArchiveFile]:
+    """The sealed archive files of the given received days, sorted by key."""
+    found = [f for day in sorted(set(days)) for f in list_archive_day(storage, lake, source_id, day)]
+    return sorted(found, key=lambda f: f.key)
+
+
+def reopen_days(
+    storage: Storage, lake: Location, source_id: str, days: Iterable[int], now_ms: int | None = None
+) -> list[Location]:
+    """Mark ``days`` as written to again, before writing into them; the days that have not ended
+    yet are left alone (they are open anyway). Returns the markers written."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    written = []
+    for day in sorted(set(days)):
+        if day + layout.DAY_MS <= now_ms:
+            marker = layout.reopened_day_file(lake, source_id, day, now_ms, secrets.token_hex(4))
+            storage.write(marker, b"{}")
+            written.append(marker)
+    return written
+
+
+def reopened_days(storage: Storage, lake: Location, source_id: str) -> dict[int, list[tuple[int, Location]]]:
+    """The reopen markers by day: ``{day: [(written_ms, marker), ...]}`` (one listing)."""
+    found: dict[int, list[tuple[int, Location]]] = {}
+    for info in storage.list(layout.reopened_days_dir(lake, source_id), "*.json"):
+        times = layout.reopened_day_times(info.path.name)
+        if times is not None:
+            found.setdefault(times[0], []).append((times[1], info.path))
+    return found

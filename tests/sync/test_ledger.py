@@ -1,0 +1,173 @@
+"""The ledger's checkpoint and closed days: a sync lists only open days, and nothing is lost.
+
+These drive :class:`eventlake.sync.ledger.Ledger` on a real local lake with explicit clocks (a day
+is closed only once it ended :data:`REOPEN_MARGIN_MS` ago): the sync job calls the same three
+steps (read, scan, checkpoint) at its start, under the source's lock."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+import pytest
+
+from eventlake import layout
+from eventlake.archive.days import REOPEN_MARGIN_MS, reopen_days
+from eventlake.storage.local import LocalStorage
+from eventlake.sync.ledger import CHECKPOINT_RUNS, Ledger
+
+SOURCE = "src1"
+DAY = layout.DAY_MS
+D0 = 1_764_028_800_000  # 2025-11-25T00:00Z
+HOUR = 3_600_000
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashingStorage(LocalStorage):
+    """A local store that fails its ``n``-th write or delete (counted from 1), once."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.calls = n, 0
+
+    def _step(self) -> None:
+        self.calls += 1
+        if self.calls == self.n:
+            raise Crash(f"killed at step {self.n}")
+
+    def write(self, path, data, *, private=False):
+        self._step()
+        return super().write(path, data, private=private)
+
+    def delete(self, path):
+        self._step()
+        return super().delete(path)
+
+
+def seal(lake: Path, day: int, n: int) -> str:
+    """An archive file sealed into ``day``; its key."""
+    name = layout.spool_segment_name(day, day + n, "a1b2c3d4", n) + layout.ARCHIVE_SUFFIX
+    path = layout.archive_file(lake, SOURCE, day, name)
+    LocalStorage().write(path, gzip.compress(b'{"type":"track"}\n'))
+    return layout.lake_relative(lake, path)
+
+
+def sync(ledger: Ledger, now_ms: int, run: str) -> list[str]:
+    """What a sync does with the ledger: read, list the open days, checkpoint, then record what it
+    read as synced. Returns the keys it synced."""
+    view = ledger.read()
+    scan = ledger.scan(view, now_ms)
+    ledger.checkpoint(view, scan, now_ms)
+    keys = [f.key for f in scan.pending]
+    if keys:
+        ledger.record(run, keys)
+    return keys
+
+
+def checkpoint(lake: Path) -> dict:
+    return orjson.loads(layout.ledger_checkpoint_file(lake, SOURCE).read_bytes())
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    return tmp_path / "lake"
+
+
+def test_finished_days_close_and_later_syncs_list_only_open_days(lake: Path) -> None:
+    ledger = Ledger(LocalStorage(), lake, SOURCE)
+    old = [seal(lake, D0, n) for n in range(3)] + [seal(lake, D0 + DAY, n) for n in range(2)]
+    assert sorted(sync(ledger, D0 + 2 * DAY + HOUR, "run1")) == sorted(old)
+    assert sync(ledger, D0 + 2 * DAY + 3 * HOUR, "run2") == []  # both days ended 2 h ago: closed
+    assert checkpoint(lake)["closed_through"] == D0 + DAY
+    assert orjson.loads(layout.closed_day_file(lake, SOURCE, D0).read_bytes()) == sorted(
+        k.rsplit("/", 1)[1] for k in old[:3]
+    )
+    assert not list(layout.state_dir(lake, "ledger", SOURCE).glob("*.json"))  # folded into the checkpoint
+
+    # a file dropped into a closed day without a marker is not listed: the sync lists open days only
+    hidden = seal(lake, D0, 9)
+    today = seal(lake, D0 + 2 * DAY, 1)
+    assert sync(ledger, D0 + 2 * DAY + 4 * HOUR, "run3") == [today]
+    # ... and reopening the day (what the sealer, the importer and `sync --rescan` do) finds it
+    reopen_days(LocalStorage(), lake, SOURCE, [D0], now_ms=D0 + 2 * DAY + 5 * HOUR)
+    assert sync(ledger, D0 + 2 * DAY + 5 * HOUR, "run4") == [hidden]
+    assert ledger.synced_keys() == {*old, hidden, today}
+
+
+def test_a_marker_is_consumed_only_once_old_and_its_day_all_synced(lake: Path) -> None:
+    ledger = Ledger(LocalStorage(), lake, SOURCE)
+    seal(lake, D0, 1)
+    now = D0 + 3 * DAY + 3 * HOUR
+    sync(ledger, now, "run1")
+    sync(ledger, now + 1, "run2")
+    assert checkpoint(lake)["closed_through"] == D0 + 2 * DAY
+    # a late seal: the marker first, then (later) the file
+    (marker,) = reopen_days(LocalStorage(), lake, SOURCE, [D0], now_ms=now + 10)
+    assert sync(ledger, now + 20, "run3") == []  # the file is not there yet
+    assert marker.exists()  # too recent to consume: the file may be on its way
+    late = seal(lake, D0, 2)
+    assert sync(ledger, now + 30, "run4") == [late]
+    assert sync(ledger, now + 10 + REOPEN_MARGIN_MS, "run5") == []
+    assert not marker.exists()  # consumed: old, and every file of the day synced
+    assert late in ledger.synced_keys([D0])
+    assert str(D0) not in checkpoint(lake)["open"]
+
+
+def test_run_entries_are_folded_every_few_runs(lake: Path) -> None:
+    ledger = Ledger(LocalStorage(), lake, SOURCE)
+    now = D0 + HOUR
+    sync(ledger, now, "run00")  # the first checkpoint
+    for n in range(1, CHECKPOINT_RUNS + 2):
+        seal(lake, D0, n)
+        assert len(sync(ledger, now + n, f"run{n:02d}")) == 1
+        assert len(ledger.read().runs) <= CHECKPOINT_RUNS
+    assert len(checkpoint(lake)["open"][str(D0)]) >= CHECKPOINT_RUNS
+    assert len(ledger.synced_keys()) == CHECKPOINT_RUNS + 1
+
+
+def lay_legacy_lake(lake: Path, days: int, files_per_day: int) -> set[str]:
+    """A lake as the version before checkpoints left it: one ledger entry per run, nothing else."""
+    keys = set()
+    for d in range(days):
+        day_keys = [seal(lake, D0 + d * DAY, n) for n in range(files_per_day)]
+        for n, key in enumerate(day_keys):
+            LocalStorage().write(
+                layout.ledger_file(lake, SOURCE, f"2025{d:04d}T{n:06d}000Z-0000"),
+                orjson.dumps({"run_id": "r", "files": [key]}),
+            )
+        keys.update(day_keys)
+    return keys
+
+
+def test_a_lake_before_checkpoints_upgrades_in_place(lake: Path) -> None:
+    keys = lay_legacy_lake(lake, days=3, files_per_day=4)
+    unsynced = seal(lake, D0 + 2 * DAY, 99)
+    ledger = Ledger(LocalStorage(), lake, SOURCE)
+    assert sync(ledger, D0 + 3 * DAY + 3 * HOUR, "new1") == [unsynced]
+    assert checkpoint(lake)["closed_through"] == D0 + DAY  # day 2 had an unsynced file then
+    assert sync(ledger, D0 + 3 * DAY + 4 * HOUR, "new2") == []
+    assert checkpoint(lake)["closed_through"] == D0 + 2 * DAY
+    assert ledger.synced_keys() == keys | {unsynced}
+
+
+@pytest.mark.parametrize("step", range(1, 12))
+def test_a_checkpoint_killed_at_any_step_loses_and_repeats_nothing(lake: Path, step: int) -> None:
+    keys = lay_legacy_lake(lake, days=2, files_per_day=3)
+    new = seal(lake, D0 + 2 * DAY, 1)
+    reopen_days(LocalStorage(), lake, SOURCE, [D0], now_ms=D0 + DAY + HOUR)
+    now = D0 + 3 * DAY
+    crashing = Ledger(CrashingStorage(step), lake, SOURCE)
+    view = crashing.read()
+    scan = crashing.scan(view, now)
+    try:
+        crashing.checkpoint(view, scan, now)
+    except Crash:
+        pass
+    ledger = Ledger(LocalStorage(), lake, SOURCE)
+    assert sync(ledger, now + 1, "rerun") == [new]  # the unsynced file once, nothing synced again
+    assert sync(ledger, now + REOPEN_MARGIN_MS, "again") == []
+    assert ledger.synced_keys() == keys | {new}
+    assert not list(layout.reopened_days_dir(lake, SOURCE).glob("*.json"))
