@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from eventlake import layout
-from eventlake.archive.days import REOPEN_MARGIN_MS, reopen_days
+from eventlake.archive.days import REOPEN_MARGIN_MS, reopen_archive, reopen_days
 from eventlake.storage.local import LocalStorage
 from eventlake.sync.ledger import CHECKPOINT_RUNS, Ledger
 
@@ -92,7 +92,7 @@ def test_finished_days_close_and_later_syncs_list_only_open_days(lake: Path) -> 
     today = seal(lake, D0 + 2 * DAY, 1)
     assert sync(ledger, D0 + 2 * DAY + 4 * HOUR, "run3") == [today]
     # ... and reopening the day (what the sealer, the importer and `sync --rescan` do) finds it
-    reopen_days(LocalStorage(), lake, SOURCE, [D0], now_ms=D0 + 2 * DAY + 5 * HOUR)
+    assert reopen_archive(LocalStorage(), lake, SOURCE) == 3  # `eventlake sync --rescan`
     assert sync(ledger, D0 + 2 * DAY + 5 * HOUR, "run4") == [hidden]
     assert ledger.synced_keys() == {*old, hidden, today}
 

@@ -2,8 +2,8 @@
 
 A sync lists only the archive's open days (see :mod:`eventlake.sync.ledger`): the days after the
 ledger's ``closed_through`` and the days named by a reopen marker. Whatever writes an archive file
-into a day that has ended (the sealer sealing late, ``eventlake import``, a restore through
-``eventlake archive reopen``) first writes a marker, ``_state/reopened/<source-id>/<day>-<written>-
+into a day that has ended (the sealer sealing late, ``eventlake import``; after a restore by hand,
+``eventlake sync --rescan``) first writes a marker, ``_state/reopened/<source-id>/<day>-<written>-
 <token>.json``; the marker is written before the file, so a sync that could miss the file sees the
 marker. A sync consumes a marker only once it is older than :data:`REOPEN_MARGIN` and every file of
 its day is synced, so a file written just after its marker is still listed.
@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable
 
 from eventlake import layout
-from eventlake.archive.files import ArchiveFile, archive_files
+from eventlake.archive.files import ArchiveFile, archive_files, list_archive_files
 from eventlake.storage import Location, Storage
 
 # how long after its day ended a day may be closed, and after its writing a marker consumed: far
@@ -69,3 +69,14 @@ def reopened_days(storage: Storage, lake: Location, source_id: str) -> dict[int,
         if times is not None:
             found.setdefault(times[0], []).append((times[1], info.path))
     return found
+
+
+def reopen_archive(storage: Storage, lake: Location, source_id: str) -> int:
+    """Mark every day of the source's archive as written to again (``eventlake sync --rescan``:
+    after files were copied into the archive by hand); the next sync lists every day once. Returns
+    the number of days marked."""
+    return len(
+        reopen_days(
+            storage, lake, source_id, {f.day_ms for f in list_archive_files(storage, lake, source_id)}
+        )
+    )

@@ -178,22 +178,38 @@ def serve(ctx: Context, host: str | None, port: int | None) -> None:
     "--source", "sources_", multiple=True, metavar="SLUG", help="Sync only this source (repeatable)."
 )
 @click.option("--no-wait", is_flag=True, help="Exit at once if a sync of the same source is running.")
+@click.option(
+    "--rescan",
+    is_flag=True,
+    help="List every day of the archive once, not only the open days (after copying archive files by hand).",
+)
 @format_option
 @pass_context
 @handle_errors
-def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, fmt: str) -> None:
+def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, fmt: str) -> None:
     """Sync the raw archive into the lake now (a Spark job); prints rows written per table.
 
-    Exits 0 only if every source finished.
+    Exits 0 only if every source finished. A sync lists only the archive's open days (those not
+    yet all synced, and days something wrote into again); --rescan lists them all once.
 
     \b
     Example:
       eventlake sync
       eventlake sync --source web --format json
+      eventlake sync --rescan     # after restoring archive files by hand
     """
     from eventlake.sync import SKIPPED, SyncBusyError, run_sync
 
-    results = run_sync(ctx.settings(), sources_, wait=not no_wait)
+    settings = ctx.settings()
+    if rescan:
+        from eventlake.archive.days import reopen_archive
+        from eventlake.progress import say
+
+        for source in settings.sources:
+            if not sources_ or source.slug in sources_:
+                days = reopen_archive(settings.lake.storage(), settings.lake.root, source.id)
+                say(f"{source.slug}: {days} archive days to list again")
+    results = run_sync(settings, sources_, wait=not no_wait)
     rows = []
     for result in results:
         for table in result.tables:
