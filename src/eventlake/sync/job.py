@@ -138,7 +138,7 @@ class SourceSync:
         suppressed = SuppressionList(self.storage, self.lake, self.source.id).user_ids()
         pieces = stage.scratch("pieces")  # the valid messages' values, for the write pass
         parse = functools.partial(parse_files, storage=self.storage, pieces=pieces, suppressed=suppressed)
-        lines = files_frame(self.spark, [f.path for f in files])
+        lines = files_frame(self.spark, [f.path for f in files], sizes=[f.size for f in files])
         parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed")
         if self.window is not None:  # a replay: the range's messages (and every shape row)
             received = F.col("received_at")
