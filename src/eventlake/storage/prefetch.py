@@ -24,12 +24,15 @@ PREFETCH_BYTES = 64 * 1024 * 1024  # their sizes, at most (one file is always re
 
 def prefetched(
     work: Callable[[Item], Result], items: Iterable[Item], *, size: Callable[[Item], int] = lambda _: 0,
-    ahead: int = PREFETCH_FILES, max_bytes: int = PREFETCH_BYTES,
+    ahead: int | None = None, max_bytes: int | None = None,
 ) -> Iterator[tuple[Item, Result]]:  # fmt: skip
     """``(item, work(item))`` for each item, in order, ``work`` running in up to ``ahead`` threads
     on the items after the one the caller holds. ``size(item)``: its bytes, for the ``max_bytes``
     bound (known sizes: a listing's). An exception of ``work`` is raised when its item's turn comes
-    (the items after it are not waited for). ``ahead`` 1: one item at a time, in this thread's turn."""
+    (the items after it are not waited for). ``ahead`` 1: one item at a time. Defaults:
+    :data:`PREFETCH_FILES` and :data:`PREFETCH_BYTES` (read when called: a benchmark can set them)."""
+    ahead = PREFETCH_FILES if ahead is None else ahead
+    max_bytes = PREFETCH_BYTES if max_bytes is None else max_bytes
     if ahead < 1:
         raise ValueError(f"ahead must be at least 1, not {ahead}")
     pending = iter(items)
