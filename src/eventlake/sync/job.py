@@ -36,6 +36,7 @@ from eventlake.sync.report import (
     BlockedTable,
     SyncResult,
     TableResult,
+    note_report_day,
     report_partition,
     report_path,
     report_rows,
@@ -123,7 +124,9 @@ class SourceSync:
             self.source.slug, self.source.id, exc, run_id=stage.run_id, start=start,
             input_files=len(files), bytes_in=sum(f.size for f in files),
         )  # fmt: skip
-        write_report_rows(self.storage, report_path(failed, self.lake), report_rows(failed, self.lake))
+        rows = report_rows(failed, self.lake)
+        write_report_rows(self.storage, report_path(failed, self.lake), rows)
+        note_report_day(self.storage, self.lake, rows[0]["day"])
         self.storage.delete_tree(stage.root)
         with contextlib.suppress(Exception):  # the catalog may be what failed
             self.catalog.ensure_table(reports_table(self.lake))
