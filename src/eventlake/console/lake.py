@@ -4,7 +4,8 @@ A page view never scans the lake: :class:`LakeWatch` holds the sync runs (one su
 file, read once, the newest day first: report files never change), the columns' first runs, and
 per source the oldest message not yet queryable; :meth:`LakeWatch.refresh` reads what is new (new
 report files of the newest days, new ledger files, the archive and spool listings) and is called by
-the console's background thread every few seconds. Messages accepted per minute come from the collector's ``/metrics``.
+the console's background thread every few seconds. Messages accepted per minute come from the
+collector's ``/metrics``.
 """
 
 from __future__ import annotations
