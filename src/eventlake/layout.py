@@ -291,6 +291,27 @@ def report_files_pattern() -> str:
     return re.sub(r"\{\w+\}", "*", REPORT_PARTITION_PATH) + "/" + REPORT_FILE
 
 
+def report_day_dir(lake: Location, day: str) -> Location:
+    """The folder of one UTC day's reports (every source's): ``segment-data/reports/day=<d>``."""
+    return reports_root(lake) / f"day={day}"
+
+
+def report_day_pattern(source_id: str | None = None) -> str:
+    """The glob, under :func:`report_day_dir`, of the day's report files (of one source, or all)."""
+    return f"source={source_id or '*'}/run_id=*/{REPORT_FILE}"
+
+
+def report_day(path: Location, lake: Location) -> str:
+    """The UTC day of a report file (its ``day=`` folder)."""
+    return path.relative_to(reports_root(lake)).parts[0].split("=", 1)[1]  # type: ignore[union-attr]
+
+
+def reports_index_file(lake: Location) -> Location:
+    """The oldest day holding reports (where readers walking back day by day stop):
+    ``segment-data/_state/reports.json``."""
+    return lake / DATA / "_state" / "reports.json"
+
+
 def state_dir(lake: Location, kind: str, source_id: str) -> Location:
     """Durable sync state: ``segment-data/_state/<kind>/<source-id>`` (ledger, dedupe, pending)."""
     return lake / DATA / "_state" / kind / source_id

@@ -123,3 +123,21 @@ def test_an_unreachable_collector_is_said_not_hidden(tmp_path: Path) -> None:
     watch.refresh()
     assert "does not answer" in watch.collector_error
     assert all(h.accepted_per_minute is None for h in watch.health())
+
+
+def test_with_the_reports_index_the_watch_walks_days_and_refreshes_from_the_newest(tmp_path: Path) -> None:
+    from eventlake.sync.report import note_report_day
+
+    settings = _settings(tmp_path)
+    lake, now = settings.lake.root, now_utc()
+    for n, start in enumerate(
+        [now - timedelta(days=90), now - timedelta(days=3), now - timedelta(minutes=5)]
+    ):
+        _write(settings, _run("web", "SRC1", f"r{n}", start))
+        note_report_day(LocalStorage(), lake, start.strftime("%Y-%m-%d"))
+    watch = LakeWatch(settings, collector_url=None)
+    watch.refresh()
+    assert [r.run_id for r in watch.runs()[0]] == ["r2", "r1", "r0"]
+    _write(settings, _run("ios", "SRC2", "r3", now))
+    watch.refresh()  # lists the newest day seen and the days after it
+    assert [r.run_id for r in watch.runs()[0]] == ["r3", "r2", "r1", "r0"]

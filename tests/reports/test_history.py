@@ -100,3 +100,50 @@ def test_a_run_whose_new_tables_passed_the_limit_is_a_partial_success(tmp_path):
     write_run(settings, "web", now_utc() - timedelta(hours=1), blocked=blocked)
     [run] = run_history(settings)
     assert (run["status"], run["tables"], run["rows"]) == ("Partial Success", 1, 3)
+
+
+def _indexed(settings, result) -> None:
+    from eventlake.sync.report import note_report_day
+
+    note_report_day(LocalStorage(), settings.lake.root, result.start_time.strftime("%Y-%m-%d"))
+
+
+def test_the_newest_runs_come_from_the_newest_days_only(tmp_path, capsys):
+    config = write_initial_config(tmp_path / "p")
+    add_source(config, "web")
+    settings = load_settings(config, environ={})
+    now = now_utc()
+    old = write_run(settings, "web", now - timedelta(days=200))
+    _indexed(settings, old)
+    for hours in (49, 25, 2, 1):
+        _indexed(settings, write_run(settings, "web", now - timedelta(hours=hours)))
+    report_path(old, settings.lake.root).write_bytes(b'{"type": "source", "run_')  # damaged, 200 days old
+
+    newest = run_history(settings, limit=2)
+    assert [r["run_id"] for r in newest] == [
+        f"run-{now - timedelta(hours=h):%Y%m%d%H%M%S}-web" for h in (1, 2)
+    ]
+    assert "skipping unreadable report" not in capsys.readouterr().err  # the old day was not read
+    assert len(daily_health(settings)) in (3, 4)  # the last 30 days (a run 1-2 h ago may be yesterday)
+    assert "skipping unreadable report" not in capsys.readouterr().err
+    assert len(run_history(settings)) == 4  # all of them: back to the first day, the damaged one named
+    assert "skipping unreadable report" in capsys.readouterr().err
+
+
+def test_a_lake_with_reports_older_than_the_index_gets_it_from_one_listing(tmp_path):
+    from eventlake.sync.report import first_report_day, report_files_by_day
+
+    config = write_initial_config(tmp_path / "p")
+    add_source(config, "web")
+    settings = load_settings(config, environ={})
+    now = now_utc()
+    for days in (300, 40, 2):  # written before the index existed
+        write_run(settings, "web", now - timedelta(days=days))
+    storage, lake = LocalStorage(), settings.lake.root
+    listed = [(day, paths) for day, paths in report_files_by_day(storage, lake) if paths]
+    assert first_report_day(storage, lake) is None and len(listed) == 3
+    _indexed(settings, write_run(settings, "web", now))  # the first sync after the upgrade
+    assert first_report_day(storage, lake) == (now - timedelta(days=300)).strftime("%Y-%m-%d")
+    walked = [(day, paths) for day, paths in report_files_by_day(storage, lake) if paths]
+    assert [d for d, _ in walked] == [now.strftime("%Y-%m-%d")] + [d for d, _ in listed]
+    assert [r["start_time"][:10] for r in run_history(settings)][-1] == walked[-1][0]

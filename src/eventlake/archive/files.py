@@ -40,7 +40,12 @@ def archive_files(listed: Iterable[FileInfo], lake_root: Location) -> list[Archi
 
 def read_archive_lines(storage: Storage, path: Location) -> Iterator[bytes]:
     """The messages of an archive file, one JSON document per item, without newlines."""
-    with gzip.GzipFile(fileobj=io.BytesIO(storage.read(path))) as lines:
+    return archive_lines(storage.read(path))
+
+
+def archive_lines(data: bytes) -> Iterator[bytes]:
+    """The messages of an archive file's bytes (read already: see :mod:`eventlake.storage.prefetch`)."""
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as lines:
         for line in lines:
             line = line.rstrip(b"\r\n")
             if line:

@@ -25,6 +25,7 @@ from eventlake import layout
 from eventlake.archive.days import list_archive_days, reopen_days
 from eventlake.errors import UsageError
 from eventlake.storage import FileInfo, Location, Storage
+from eventlake.storage.prefetch import prefetched
 
 DAY_FOLDER = re.compile(r"^\d{10,14}$")  # UTC midnight in Unix milliseconds (e.g. 1566086400000)
 IMPORT_PREFIX = "segment-"
@@ -106,26 +107,32 @@ def import_segment_archive(
         f.key: f.size for f in list_archive_days(lake_storage, lake, source_id, {f.day_ms for f in files})
     }
     targets = {f: layout.archive_file(lake, source_id, f.day_ms, imported_name(f)) for f in files}
-    new_days = {
-        f.day_ms
-        for f, target in targets.items()
-        if there.get(layout.lake_relative(lake, target)) != f.info.size
-    }
-    reopen_days(lake_storage, lake, source_id, new_days)
-    for number, segment_file in enumerate(files, 1):
-        target = targets[segment_file]
-        if there.get(layout.lake_relative(lake, target)) == segment_file.info.size:
-            result.skipped += 1
-            continue
+    todo = [
+        (number, f, targets[f])
+        for number, f in enumerate(files, 1)
+        if there.get(layout.lake_relative(lake, targets[f])) != f.info.size
+    ]
+    result.skipped = len(files) - len(todo)
+    reopen_days(lake_storage, lake, source_id, {f.day_ms for _, f, _ in todo})
+
+    def copy(job: tuple[int, SegmentFile, Location]) -> tuple[str | None, int]:
+        """Read one file, check it, write it whole into the archive: why it was left out (None:
+        written) and its bytes."""
+        _, segment_file, target = job
         data = source_storage.read(segment_file.info.path)
         problem = _gzip_problem(data)
+        if problem is None:
+            lake_storage.write(target, data)  # whole or not at all: a sync never reads half a file
+        return problem, len(data)
+
+    # a few files copied at once (on an object store a GET and a PUT each: not one at a time)
+    for (number, segment_file, _), (problem, size) in prefetched(copy, todo, size=lambda j: j[1].info.size):
         if problem is not None:
             say(f"left out {segment_file.info.path}: not a whole gzip file ({problem})")
             result.broken.append(f"{segment_file.info.path}: {problem}")
             continue
-        lake_storage.write(target, data)  # whole or not at all: a sync never reads half a file
         result.files += 1
-        result.bytes += len(data)
+        result.bytes += size
         result.days.add(segment_file.day_ms)
         if number % 100 == 0 or number == len(files):
             written = result.bytes / 1e6

@@ -1,11 +1,11 @@
 """What the console shows, read from the lake once and kept up to date by small increments.
 
 A page view never scans the lake: :class:`LakeWatch` holds the sync runs (one summary per report
-file, read once: report files never change), the columns' first runs, and per source the oldest
-message not yet queryable; :meth:`LakeWatch.refresh` reads what is new (new report files, the
-ledger's checkpoint and newest entries, the open days of the archive, the spool) and is called by
-the console's background thread every few seconds. Messages accepted per minute come from the
-collector's ``/metrics``.
+file, read once, the newest day first: report files never change), the columns' first runs, and
+per source the oldest message not yet queryable; :meth:`LakeWatch.refresh` reads what is new (new
+report files of the newest days, the ledger's checkpoint and newest entries, the open days of the
+archive, the spool) and is called by the console's background thread every few seconds. Messages
+accepted per minute come from the collector's ``/metrics``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 import urllib.request
 from collections import deque
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from eventlake import layout
 from eventlake.config import Settings, SourceSettings
 from eventlake.sync.ledger import Ledger
-from eventlake.sync.report import read_report_rows, report_files, run_status
+from eventlake.sync.report import read_report_rows, report_files_by_day, run_status
 from eventlake.timestamps import now_utc, parse_timestamp
 
 ACCEPTED_METRIC = "eventlake_messages_accepted"  # the collector's counter, by source (without _total)
@@ -140,6 +140,7 @@ class LakeWatch:
         self._runs: dict[str, Run] = {}  # by report path
         self._unreadable: set[str] = set()  # report files that did not parse (not read again)
         self._sorted: list[Run] = []  # newest first
+        self._newest_day: str | None = None  # the newest day holding reports (where refreshes start)
         self._health = {s.id: SourceHealth(s) for s in settings.sources}
         self._samples: deque[tuple[float, dict[str, float]]] = deque(maxlen=64)
         self.collector_error = ""
@@ -157,24 +158,41 @@ class LakeWatch:
         self.refreshed = now_utc()
 
     def _read_reports(self) -> None:
-        paths = [
-            p for p in report_files(self.storage, self.settings.lake.root)
-            if str(p) not in self._runs and str(p) not in self._unreadable
-        ]  # fmt: skip
-        fresh: dict[str, Run] = {}
-        for path in paths:
-            try:
-                run = run_from_rows(read_report_rows(self.storage, path), self.slugs)
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                self._unreadable.add(str(path))  # damaged: `eventlake reports` names it
-                continue
-            if run is not None:
-                fresh[str(path)] = run
-        if fresh:
-            with self._lock:
-                self._runs.update(fresh)
-                self._sorted = sorted(self._runs.values(), key=lambda r: (r.start, r.run_id), reverse=True)
-                self.generation += 1
+        """The report files not read yet, the newest day first: the first read publishes the
+        newest day's runs as soon as they are read (pages show them while older days are read);
+        later reads list only the newest day seen and the days after it (a run's report lands in
+        the day it started)."""
+        since = None
+        if self._newest_day is not None:
+            since = (date.fromisoformat(self._newest_day) - timedelta(days=1)).isoformat()
+        published = len(self._runs)
+        for day, paths in report_files_by_day(self.storage, self.settings.lake.root, since=since):
+            if paths and (self._newest_day is None or day > self._newest_day):
+                self._newest_day = day
+            fresh: dict[str, Run] = {}
+            for path in paths:
+                if str(path) in self._runs or str(path) in self._unreadable:
+                    continue
+                try:
+                    run = run_from_rows(read_report_rows(self.storage, path), self.slugs)
+                except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                    self._unreadable.add(str(path))  # damaged: `eventlake reports` names it
+                    continue
+                if run is not None:
+                    fresh[str(path)] = run
+            if fresh:
+                with self._lock:
+                    self._runs.update(fresh)
+                if published == 0 or len(self._runs) >= 2 * published:  # (each run sorted twice at most)
+                    self._publish()
+                    published = len(self._runs)
+        if len(self._runs) != published:
+            self._publish()
+
+    def _publish(self) -> None:
+        with self._lock:
+            self._sorted = sorted(self._runs.values(), key=lambda r: (r.start, r.run_id), reverse=True)
+            self.generation += 1
 
     def _read_source(self, source: SourceSettings) -> None:
         ledger = Ledger(self.storage, self.settings.lake.root, source.id)

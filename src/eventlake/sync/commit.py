@@ -25,7 +25,7 @@ from eventlake.progress import say
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.local import fsync_dir
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest, PartitionRewrite
-from eventlake.sync.report import write_report_rows
+from eventlake.sync.report import note_report_day, write_report_rows
 from eventlake.sync.state import SyncState
 
 
@@ -59,6 +59,7 @@ def apply(
         apply_rewrite(storage, rewrite)
     if manifest.report:
         write_report_rows(storage, to_location(manifest.report_path), list(manifest.report))
+        note_report_day(storage, lake, manifest.report[0]["day"])  # where readers walking back stop
     if manifest.tables and catalog is None:
         raise ValueError(f"run {manifest.run_id} registers tables: applying it needs the catalog")
     databases: set[str] = set()

@@ -36,6 +36,7 @@ from eventlake.sync.report import (
     BlockedTable,
     SyncResult,
     TableResult,
+    note_report_day,
     report_partition,
     report_path,
     report_rows,
@@ -134,7 +135,9 @@ class SourceSync:
             self.source.slug, self.source.id, exc, run_id=stage.run_id, start=start,
             input_files=len(files), bytes_in=sum(f.size for f in files),
         )  # fmt: skip
-        write_report_rows(self.storage, report_path(failed, self.lake), report_rows(failed, self.lake))
+        rows = report_rows(failed, self.lake)
+        write_report_rows(self.storage, report_path(failed, self.lake), rows)
+        note_report_day(self.storage, self.lake, rows[0]["day"])
         self.storage.delete_tree(stage.root)
         with contextlib.suppress(Exception):  # the catalog may be what failed
             self.catalog.ensure_table(reports_table(self.lake))
@@ -149,7 +152,7 @@ class SourceSync:
         suppressed = SuppressionList(self.storage, self.lake, self.source.id).user_ids()
         pieces = stage.scratch("pieces")  # the valid messages' values, for the write pass
         parse = functools.partial(parse_files, storage=self.storage, pieces=pieces, suppressed=suppressed)
-        lines = files_frame(self.spark, [f.path for f in files])
+        lines = files_frame(self.spark, [f.path for f in files], sizes=[f.size for f in files])
         parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed")
         if self.window is not None:  # a replay: the range's messages (and every shape row)
             received = F.col("received_at")

@@ -22,16 +22,22 @@ from eventlake.storage import Location, Storage, to_location
 from eventlake.timestamps import as_utc
 
 
-def files_frame(spark: Any, locations: Sequence[Location], tasks_per_core: int = 8) -> Any:
-    """A frame of ``location`` and ``number`` (the file's index in ``locations``: a name for what
-    a task computes that stays the same when Spark recomputes it elsewhere), one row per file, in
+def files_frame(
+    spark: Any, locations: Sequence[Location], tasks_per_core: int = 8, sizes: Sequence[int] | None = None
+) -> Any:
+    """A frame of ``location``, ``number`` (the file's index in ``locations``: a name for what
+    a task computes that stays the same when Spark recomputes it elsewhere) and ``size`` (its
+    bytes, from ``sizes``; 0 when not given: what bounds a worker's read-ahead), one row per file, in
     as many partitions as there are files up to ``tasks_per_core`` per core of the cluster: each
     file is read by one task, and small tasks keep the cores equally busy (ten archive files on two
     cores in four tasks of 2, 3, 2 and 3 files kept one core busy for six files and the other for
     four). Small files are better read by one task per core: a task costs tens of ms."""
     slices = max(1, min(len(locations), tasks_per_core * spark.sparkContext.defaultParallelism))
-    rows = spark.sparkContext.parallelize([(str(loc), n) for n, loc in enumerate(locations)], slices)
-    return spark.createDataFrame(rows, "location string, number bigint")
+    known = list(sizes) if sizes is not None else [0] * len(locations)
+    rows = spark.sparkContext.parallelize(
+        [(str(loc), n, known[n]) for n, loc in enumerate(locations)], slices
+    )
+    return spark.createDataFrame(rows, "location string, number bigint, size bigint")
 
 
 def read_parquet(

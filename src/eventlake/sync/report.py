@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -225,5 +226,59 @@ def read_report_rows(storage: Storage, path: Location) -> list[dict[str, Any]]:
 
 
 def report_files(storage: Storage, lake: Location) -> list[Location]:
-    """Every run's report file, sorted by path."""
+    """Every run's report file, sorted by path (one listing of every report: see
+    :func:`report_files_by_day` for the newest first without it)."""
     return [f.path for f in storage.list(layout.reports_root(lake), layout.report_files_pattern())]
+
+
+# -- the newest reports first, without listing every day ever -----------------------------------
+
+
+def first_report_day(storage: Storage, lake: Location) -> str | None:
+    """The oldest UTC day holding reports, from the reports' index; None when the lake has none
+    (no report yet, or reports written before the index existed)."""
+    try:
+        return str(orjson.loads(storage.read(layout.reports_index_file(lake)))["first_day"])
+    except FileNotFoundError:
+        return None
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None  # damaged: readers list every report instead, the next sync writes it again
+
+
+def note_report_day(storage: Storage, lake: Location, day: str) -> None:
+    """Keep the reports' index's oldest day at or before ``day`` (after a report of ``day`` is
+    written). Its first write lists every report once (a lake with reports older than the index)."""
+    first = first_report_day(storage, lake)
+    if first is not None and first <= day:
+        return
+    if first is None:
+        days = [layout.report_day(path, lake) for path in report_files(storage, lake)]
+        first = min([*days, day])
+    storage.write(layout.reports_index_file(lake), orjson.dumps({"first_day": min(first, day)}))
+
+
+def report_files_by_day(
+    storage: Storage, lake: Location, source_id: str | None = None, since: str | None = None,
+    until: str | None = None,
+) -> Iterator[tuple[str, list[Location]]]:  # fmt: skip
+    """Each UTC day's report files (of one source, or every source's), the newest day first, from
+    ``until`` (default: today) back to ``since`` (default: the first day holding reports): one
+    listing per day, so a reader that stops after the days it needs lists only those. A lake
+    without the reports' index (reports older than it, no sync since) is listed once instead."""
+    until = until or now_utc().strftime("%Y-%m-%d")
+    first = first_report_day(storage, lake)
+    if first is None:  # no index: one listing of every report
+        by_day: dict[str, list[Location]] = {}
+        for path in report_files(storage, lake):
+            by_day.setdefault(layout.report_day(path, lake), []).append(path)
+        wanted = source_id and f"source={source_id}"
+        for day in sorted(by_day, reverse=True):
+            if day <= until and (since is None or day >= since):
+                yield day, [p for p in by_day[day] if not wanted or p.parent.parent.name == wanted]
+        return
+    floor = max(first, since) if since else first
+    day = date.fromisoformat(until)
+    while day.isoformat() >= floor:
+        folder = layout.report_day_dir(lake, day.isoformat())
+        yield day.isoformat(), [f.path for f in storage.list(folder, layout.report_day_pattern(source_id))]
+        day -= timedelta(days=1)

@@ -18,10 +18,11 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eventlake.archive import read_archive_lines
+from eventlake.archive import archive_lines
 from eventlake.schema import flatten, segment_type, value_type
 from eventlake.spec import validate
 from eventlake.storage import Location, Storage, to_location
+from eventlake.storage.prefetch import prefetched
 from eventlake.sync.pieces import Pieces, position_base
 from eventlake.timestamps import parse_timestamp
 
@@ -143,24 +144,35 @@ def parse_files(
     (a recomputed partition may run in another job's task): the same files give the same numbers
     and the same pieces wherever they are computed."""
     files = [
-        (number, location)
+        (number, location, size)
         for batch in batches
-        for location, number in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)
+        for location, number, size in zip(
+            batch.column(0).to_pylist(), batch.column(1).to_pylist(), _sizes(batch), strict=True
+        )
     ]
     if not files:
         return
-    first = min(number for number, _ in files)
+    first = min(number for number, _, _ in files)
     with without_cycle_collection(), Pieces(storage, pieces, first) as kept:
         yield from _parse_files(files, Shapes(first), kept, position_base(first), storage, suppressed)
 
 
+def _sizes(batch: pa.RecordBatch) -> list[int]:
+    """The files' sizes (a frame without the ``size`` column: unknown, 0)."""
+    if batch.num_columns > 2:
+        return [size or 0 for size in batch.column(2).to_pylist()]
+    return [0] * batch.num_rows
+
+
 def _parse_files(
-    files: list[tuple[int, str]], shapes: Shapes, pieces: Pieces, position: int, storage: Storage,
+    files: list[tuple[int, str, int]], shapes: Shapes, pieces: Pieces, position: int, storage: Storage,
     suppressed: frozenset[str],
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    for _, location in sorted(files):
+    # the next few files are read while one is parsed (on an object store a GET each: not one at a time)
+    ordered = [(to_location(location), size) for _, location, size in sorted(files)]
+    for _, data in prefetched(lambda file: storage.read(file[0]), ordered, size=lambda file: file[1]):
         rows: list[tuple[Any, ...]] = []
-        for line in read_archive_lines(storage, to_location(location)):
+        for line in archive_lines(data):
             text = line.decode("utf-8", "replace")
             if not text.strip():
                 continue
