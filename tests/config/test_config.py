@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hmac
 import re
 import resource
 import signal
@@ -103,6 +104,25 @@ def test_a_source_that_would_make_the_file_invalid_leaves_it_untouched(config: P
     with pytest.raises(ConfigError, match="date_partition"):
         add_source(config, "web", date_partition="weekly")
     assert config.read_bytes() == before
+
+
+def test_write_keys_are_compared_in_constant_time(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    add_source(config, "web", write_key="wk_web")
+    add_source(config, "app", write_key="wk_app")
+    settings = load_settings(config, environ={})
+    compared: list[tuple[bytes, bytes]] = []
+    real_compare = hmac.compare_digest
+
+    def recording_compare(given: bytes, secret: bytes) -> bool:
+        compared.append((given, secret))
+        return real_compare(given, secret)
+
+    monkeypatch.setattr(hmac, "compare_digest", recording_compare)
+    assert settings.source_by_write_key("wk_web").slug == "web"
+    assert settings.source_by_write_key("wk_nope") is None
+    # every source's key, with the constant-time compare, also after the one that matched
+    assert compared == [(b"wk_web", b"wk_web"), (b"wk_web", b"wk_app"), (b"wk_nope", b"wk_web"),
+                        (b"wk_nope", b"wk_app")]  # fmt: skip
 
 
 def test_unknown_source_names_the_known_ones(config: Path) -> None:
