@@ -102,3 +102,20 @@ def lake(tmp_path: Path, spark_state: Path) -> Lake:
     settings = load_settings(config, environ={})
     settings = dataclasses.replace(settings, lake=dataclasses.replace(settings.lake, state_dir=spark_state))
     return Lake(tmp_path / "project", config, settings, slug)
+
+
+@pytest.fixture
+def fsynced_dirs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The folders this test fsyncs, in order: a power cut cannot be simulated, so durability is
+    observed as the fsyncs made (the real ``os.fsync`` still runs)."""
+    synced: list[Path] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        target = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        if target.is_dir():
+            synced.append(target)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    return synced

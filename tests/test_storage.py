@@ -18,7 +18,7 @@ import pytest
 
 from eventlake.errors import ConfigError
 from eventlake.storage import LocalStorage, Storage, StorageError, load_storage, storage_scheme
-from eventlake.storage.local import write_atomic
+from eventlake.storage.local import make_dirs, write_atomic
 from eventlake.storage.location import Location, ObjectPath
 
 from .catalog.servers import AWS_ENV, AZURITE_ACCOUNT, AZURITE_KEY, Azurite, Moto
@@ -368,3 +368,35 @@ def test_load_storage_serves_each_scheme_and_refuses_the_others():
     assert type(azure).__name__ == "AzureStorage" and azure.endpoint_url == "http://127.0.0.1:2/acct"
     with pytest.raises(ConfigError, match=r"lake\.root.*gs://.*not supported"):
         load_storage("gs://bucket/prefix")
+
+
+@pytest.mark.parametrize("how", ["write", "open_write", "write_new", "write_atomic"])
+def test_local_writes_make_each_new_folder_durable_in_its_parent(tmp_path, fsynced_dirs, how):
+    (tmp_path / "lake").mkdir()
+    path = tmp_path / "lake" / "segment-logs" / "src" / "1795305600000" / "file.gz"
+    if how == "write":
+        LocalStorage().write(path, b"data")
+    elif how == "open_write":
+        with LocalStorage().open_write(path) as handle:
+            handle.write(b"data")
+    elif how == "write_new":
+        assert LocalStorage().write_new(path, b"data")
+    else:
+        write_atomic(path, b"data")
+    new_folders = [path.parent, path.parent.parent, path.parent.parent.parent]
+    # each new folder's entry in its parent, then the file's entry in its folder
+    assert set(fsynced_dirs) == {tmp_path / "lake", *new_folders}
+    assert fsynced_dirs[-1] == path.parent
+
+
+def test_make_dirs_syncs_a_folder_another_process_created_meanwhile(tmp_path, fsynced_dirs, monkeypatch):
+    folder = tmp_path / "day"
+    real_mkdir = Path.mkdir
+
+    def raced_mkdir(self, *args, **kwargs):
+        real_mkdir(self)  # the other process wins the race, not yet having synced its parent
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", raced_mkdir)
+    make_dirs(folder)
+    assert folder.is_dir() and fsynced_dirs == [tmp_path]

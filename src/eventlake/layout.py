@@ -459,6 +459,12 @@ def metastore_log(state: Path) -> Path:
     return log_dir(state) / "metastore.log"
 
 
+def error_log(state: Path, at: datetime, pid: int) -> Path:
+    """The full traceback of an error the CLI did not expect:
+    ``logs/error-20261122T104700Z-4242.log``."""
+    return log_dir(state) / f"error-{at.astimezone(timezone.utc):%Y%m%dT%H%M%SZ}-{pid}.log"
+
+
 def metastore_lock_file(state: Path) -> Path:
     """Held by the one process (or metastore service) that has the embedded Derby open."""
     return lock_file(state, "metastore")

@@ -1,4 +1,4 @@
-"""Importing a Segment archive (S3 destination / Data Lakes layout) from a local folder: which files
+"""Importing a Segment archive (the S3 destination's gzip files) from a local folder: which files
 are found, where they land, reruns, broken files and clear errors."""
 
 from __future__ import annotations
@@ -54,6 +54,21 @@ def test_files_land_in_the_sources_archive_by_day_from_any_level(
         copied.read_bytes()
         == (export / "segment-logs/AbC123" / str(DAY_2) / "1566212400000.c3d4.gz").read_bytes()
     )
+
+
+def test_a_data_lakes_bucket_gives_its_gzip_archive_not_its_parquet(export: Path, tmp_path: Path) -> None:
+    """What the README says `eventlake import` reads: the S3 destination's gzip files, beside which a
+    Data Lakes bucket holds its Parquet (``segment-data/``); the tables are rebuilt by the sync."""
+    parquet = export / "segment-data/data/AbC123/segment_type=track/day=2019-08-18/hr=10/part-0.parquet"
+    parquet.parent.mkdir(parents=True)
+    parquet.write_bytes(b"PAR1 Data Lakes' table file PAR1")
+    lake = tmp_path / "lake"
+    result = import_segment_archive(LocalStorage(), export, LocalStorage(), lake, "ours")
+    assert result.files == 2 and [name for _, name in imported(lake)] == [
+        "segment-AbC123-1566126000000.a1b2.gz",
+        "segment-AbC123-1566212400000.c3d4.gz",
+    ]
+    assert sorted(p.suffix for p in lake.rglob("*") if p.is_file()) == [".gz", ".gz"]
 
 
 def test_a_rerun_skips_what_is_there_and_finishes_an_interrupted_import(export: Path, tmp_path: Path) -> None:

@@ -392,3 +392,14 @@ def test_the_retry_backoff_must_be_sensible(dirs: tuple[Path, Path]) -> None:
     with pytest.raises(ValueError, match="first wait must be positive"):
         Spool(dirs[0], dirs[1], 1024, NEVER, retry_first_seconds=5, retry_max_seconds=1)
     assert ArchiveUploadError.http_status == 503
+
+
+def test_the_spool_folders_are_durable_before_a_message_is_acknowledged(
+    dirs: tuple[Path, Path], fsynced_dirs: list[Path]
+) -> None:
+    spool_dir = dirs[0]  # state/spool, neither folder there yet
+    with Spool(spool_dir, dirs[1], seal_max_bytes=1 << 26, seal_max_age_seconds=NEVER) as opened:
+        opened.append("src1", lines("a", 1), DAY).result(timeout=5)
+        acknowledged = list(fsynced_dirs)
+    source_dir = layout.spool_source_dir(spool_dir, "src1")
+    assert {spool_dir.parent.parent, spool_dir.parent, spool_dir, source_dir} <= set(acknowledged)

@@ -274,11 +274,3 @@ def test_a_copied_or_moved_lake_is_read_where_it_is_now(tmp_path: Path) -> None:
     assert spec.location == str(layout.table_dir(copy, "S1", "page"))
     shutil.rmtree(copy / layout.DATA / "data")  # not there: the recorded location stands
     assert read_schema_files(LocalStorage(), copy)[0].location == str(location)
-
-
-def test_doctests() -> None:
-    import doctest
-
-    from eventlake.catalog import repair
-
-    assert doctest.testmod(repair).failed == 0

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from eventlake.cli import cli
+from tests.collect.harness import free_port
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
@@ -66,3 +70,46 @@ def test_sync_without_sources_fails_clearly(tmp_path: Path) -> None:
     runner.invoke(cli, ["init", str(tmp_path / "p")])
     result = runner.invoke(cli, ["--config", str(tmp_path / "p" / "eventlake.toml"), "sync"])
     assert result.exit_code == 2 and "no sources configured" in result.output
+
+
+def _eventlake(*args: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "eventlake", *args], capture_output=True, text=True, timeout=120,
+        env=os.environ | environ,
+    )  # fmt: skip
+
+
+def test_an_unexpected_error_is_one_line_naming_its_traceback_file(tmp_path: Path) -> None:
+    """A real failure nothing translates (today): the collector's spool folder is a file."""
+    assert CliRunner().invoke(cli, ["init", str(tmp_path / "p")]).exit_code == 0
+    config = tmp_path / "p" / "eventlake.toml"
+    (tmp_path / "p" / ".eventlake").mkdir()
+    (tmp_path / "p" / ".eventlake" / "spool").write_text("not a folder")
+    result = _eventlake("--config", str(config), "serve", "--port", str(free_port()))
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    match = re.fullmatch(r"error: FileExistsError: .*'.*spool' \(full traceback: (.+)\)", line)
+    assert match, line
+    log = Path(match.group(1))
+    assert log.parent == tmp_path / "p" / ".eventlake" / "logs"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    text = log.read_text()
+    assert "`eventlake serve` failed" in text and "Traceback (most recent call last)" in text
+    assert text.rstrip().splitlines()[-1].startswith("FileExistsError:")
+
+
+def test_an_unexpected_error_without_a_usable_state_dir_keeps_its_traceback_elsewhere(tmp_path: Path) -> None:
+    assert CliRunner().invoke(cli, ["init", str(tmp_path / "p")]).exit_code == 0
+    config = tmp_path / "p" / "eventlake.toml"
+    config.write_text(config.read_text().replace('state_dir = ".eventlake"', 'state_dir = "state-file"'))
+    (tmp_path / "p" / "state-file").write_text("not a folder")
+    (tmp_path / "tmp").mkdir()
+    result = _eventlake(
+        "--config", str(config), "serve", "--port", str(free_port()), TMPDIR=str(tmp_path / "tmp")
+    )
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    match = re.fullmatch(r"error: \w+Error: .* \(full traceback: (.+)\)", line)
+    assert match, line
+    log = Path(match.group(1))
+    assert log.parent == tmp_path / "tmp" and "Traceback (most recent call last)" in log.read_text()

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hmac
 import re
+import resource
+import signal
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,6 +65,64 @@ def test_sources_add_keeps_comments_and_generates_ids(config: Path) -> None:
         add_source(config, "web")
     with pytest.raises(ConfigError, match="slug"):
         add_source(config, "Bad Slug")
+
+
+def test_the_config_file_is_private_to_its_owner(config: Path) -> None:
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600  # `eventlake init`
+    config.chmod(0o644)  # as written by an earlier version
+    add_source(config, "web")
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert sorted(p.name for p in config.parent.iterdir()) == ["eventlake.toml"]  # no temporary left
+
+
+@contextlib.contextmanager
+def files_limited_to(size: int) -> Iterator[None]:
+    """Writes past ``size`` bytes of any file fail with EFBIG, as on a full disk (a real failure
+    in the middle of a write, not a replaced function)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+def test_a_failed_write_of_the_config_file_leaves_the_old_one_whole(config: Path) -> None:
+    add_source(config, "web")
+    before = config.read_bytes()
+    with pytest.raises(OSError), files_limited_to(len(before) + 10):
+        add_source(config, "app")
+    assert config.read_bytes() == before
+    assert [s.slug for s in load_settings(config, environ={}).sources] == ["web"]
+    assert sorted(p.name for p in config.parent.iterdir()) == ["eventlake.toml"]
+
+
+def test_a_source_that_would_make_the_file_invalid_leaves_it_untouched(config: Path) -> None:
+    before = config.read_bytes()
+    with pytest.raises(ConfigError, match="date_partition"):
+        add_source(config, "web", date_partition="weekly")
+    assert config.read_bytes() == before
+
+
+def test_write_keys_are_compared_in_constant_time(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    add_source(config, "web", write_key="wk_web")
+    add_source(config, "app", write_key="wk_app")
+    settings = load_settings(config, environ={})
+    compared: list[tuple[bytes, bytes]] = []
+    real_compare = hmac.compare_digest
+
+    def recording_compare(given: bytes, secret: bytes) -> bool:
+        compared.append((given, secret))
+        return real_compare(given, secret)
+
+    monkeypatch.setattr(hmac, "compare_digest", recording_compare)
+    assert settings.source_by_write_key("wk_web").slug == "web"
+    assert settings.source_by_write_key("wk_nope") is None
+    # every source's key, with the constant-time compare, also after the one that matched
+    assert compared == [(b"wk_web", b"wk_web"), (b"wk_web", b"wk_app"), (b"wk_nope", b"wk_web"),
+                        (b"wk_nope", b"wk_app")]  # fmt: skip
 
 
 def test_unknown_source_names_the_known_ones(config: Path) -> None:

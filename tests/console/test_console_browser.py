@@ -230,6 +230,37 @@ def test_with_a_token_every_route_needs_it(tmp_path: Path) -> None:
         assert console.wait(timeout=30) == 0
 
 
+@pytest.mark.parametrize(
+    ("trusted_proxies", "secure"),
+    [(None, True), ("10.9.9.9", False)],  # uvicorn's default trusts 127.0.0.1 (the test's client)
+)
+def test_behind_a_trusted_https_proxy_the_token_cookie_is_secure(
+    tmp_path: Path, trusted_proxies: str | None, secure: bool
+) -> None:
+    project = make_project(tmp_path / "mylake")
+    port = free_port()
+    env = clean_environment() | {"EVENTLAKE__CONSOLE__TOKEN": "s3cret-token"}
+    env.pop("FORWARDED_ALLOW_IPS", None)
+    if trusted_proxies:
+        env["FORWARDED_ALLOW_IPS"] = trusted_proxies
+    console = subprocess.Popen(
+        [str(EVENTLAKE), "--config", str(project.config), "console", "--port", str(port)],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert "every page needs the token" in console.stderr.readline()
+        plain = httpx.get(base + "/?token=s3cret-token")
+        assert plain.status_code == 303 and "secure" not in plain.headers["set-cookie"].lower()
+        proxied = httpx.get(base + "/?token=s3cret-token", headers={"X-Forwarded-Proto": "https"})
+        cookie = [part.strip().lower() for part in proxied.headers["set-cookie"].split(";")]
+        assert proxied.status_code == 303 and ("secure" in cookie) is secure, cookie
+        assert {"httponly", "samesite=strict"} <= set(cookie)
+    finally:
+        console.send_signal(signal.SIGTERM)
+        assert console.wait(timeout=30) == 0
+
+
 def test_off_loopback_without_a_token_it_does_not_start(tmp_path: Path) -> None:
     project = make_project(tmp_path / "mylake")
     result = subprocess.run(

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 
-from eventlake.query import dialect, duckdb_engine
 from eventlake.query.dialect import backticks_to_double_quotes, spark_to_duckdb
 
 
@@ -36,9 +33,3 @@ def test_backticks_become_double_quotes_outside_literals_and_comments(spark: str
 def test_show_tables_in() -> None:
     assert spark_to_duckdb("show tables in `web`") == 'show tables FROM "web"'
     assert spark_to_duckdb("SELECT 'SHOW TABLES IN x'") == "SELECT 'SHOW TABLES IN x'"
-
-
-@pytest.mark.parametrize("module", [dialect, duckdb_engine])
-def test_doctests(module) -> None:
-    failed, _ = doctest.testmod(module)
-    assert failed == 0

@@ -1,5 +1,6 @@
-"""Import an existing Segment archive (what Segment's S3 destination and Segment Data Lakes wrote)
-into a source's raw archive, so that people leaving Segment keep their history.
+"""Import an existing Segment archive (the gzip files Segment's S3 destination wrote; not the
+Parquet Segment Data Lakes wrote under ``segment-data/``, which is never read) into a source's raw
+archive, so that people leaving Segment keep their history: the sync rebuilds the tables from it.
 
 Segment's layout is eventlake's: ``segment-logs/<segment-source-id>/<received-day-ms>/<file>.gz``.
 The import finds every ``<day-ms>/<file>.gz`` under the given folder or URI (the bucket's root,

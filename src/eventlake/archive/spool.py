@@ -48,7 +48,7 @@ from eventlake.archive.errors import (
 from eventlake.archive.seal import Segment, seal_segment, spool_segments
 from eventlake.flock import LockFile
 from eventlake.storage import Location, Storage, load_storage
-from eventlake.storage.local import fsync_dir
+from eventlake.storage.local import fsync_dir, make_dirs
 
 log = logging.getLogger("eventlake.archive")
 
@@ -127,7 +127,7 @@ class Spool:
         self.seal_max_age_seconds = seal_max_age_seconds
         self.max_pending_bytes = max_pending_bytes
         self.max_spool_bytes = max_spool_bytes
-        spool_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(spool_dir)  # durable in its parents: a segment in it is acknowledged once fsynced
         self._lock = _acquire_lock(spool_dir)
         self.process_token = secrets.token_hex(4)
         self._seq = itertools.count(1)
@@ -291,9 +291,7 @@ class Spool:
             return current
         source_id, day_ms = key
         directory = layout.spool_source_dir(self.spool_dir, source_id)
-        if not directory.is_dir():
-            directory.mkdir(parents=True, exist_ok=True)
-            fsync_dir(self.spool_dir)
+        make_dirs(directory)
         opened_ms = time.time_ns() // 1_000_000
         name = layout.spool_segment_name(day_ms, opened_ms, self.process_token, next(self._seq))
         path = layout.spool_segment_file(self.spool_dir, source_id, name)

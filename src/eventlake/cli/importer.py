@@ -1,4 +1,4 @@
-"""``eventlake import``: bring in an existing Segment archive (S3 destination / Data Lakes layout)."""
+"""``eventlake import``: bring in an existing Segment archive (the S3 destination's gzip files)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from eventlake import __version__
+from eventlake.cli.failure import one_line, write_traceback
 from eventlake.cli.render import format_option, render
 from eventlake.config import DATE_PARTITIONS, Settings, add_source, load_settings, write_initial_config
 from eventlake.errors import EventLakeError
@@ -20,7 +22,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def handle_errors(func: F) -> F:
-    """Turn an :class:`EventLakeError` into a one-line message on stderr and its exit code."""
+    """Turn an :class:`EventLakeError` into a one-line message on stderr and its exit code; any
+    other exception into one line too, naming the file that holds its traceback (exit code 1)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -29,8 +32,27 @@ def handle_errors(func: F) -> F:
         except EventLakeError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own: it prints them
+        except Exception as exc:
+            command = click.get_current_context(silent=True)
+            path = write_traceback(exc, _state_dir(command), command.command_path if command else "eventlake")
+            if path is None:  # nowhere to keep it: the traceback goes to the terminal after all
+                traceback.print_exception(type(exc), exc, exc.__traceback__)
+            where = f" (full traceback: {path})" if path else ""
+            click.echo(f"error: {one_line(exc)}{where}", err=True)
+            sys.exit(EventLakeError.exit_code)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _state_dir(command: click.Context | None) -> Path | None:
+    """The project's state dir, if its settings load (the failure may be theirs)."""
+    context = command.find_object(Context) if command else None
+    try:
+        return context.settings().lake.state_dir if context else None
+    except Exception:
+        return None
 
 
 class Context:

@@ -83,8 +83,18 @@ def load_settings(
             "config", f"no config file at {config_path}", "run `eventlake init DIR` or pass --config PATH"
         )
     try:
-        raw = tomllib.loads(config_path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        text = config_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(config_path), f"not valid TOML: {exc}") from None
+    return settings_from_text(text, config_path, environ)
+
+
+def settings_from_text(text: str, config_path: Path, environ: Mapping[str, str]) -> Settings:
+    """The settings ``text`` would give as the contents of ``config_path`` (relative paths are
+    relative to its folder): how a new version of the file is checked before it is written."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(config_path), f"not valid TOML: {exc}") from None
     _apply_environment(raw, environ)
     return parse_settings(raw, config_path)

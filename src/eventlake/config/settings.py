@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,13 +32,18 @@ class Secret:
     def reveal(self) -> str:
         return self._value
 
+    def matches(self, given: str) -> bool:
+        """Whether ``given`` is the secret, compared in constant time (a client timing the
+        answers learns nothing of how much of a guessed write key was right)."""
+        return hmac.compare_digest(given.encode("utf-8"), self._value.encode("utf-8"))
+
     def __repr__(self) -> str:
         return "Secret('********')"
 
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
+        return isinstance(other, Secret) and self.matches(other._value)
 
     def __hash__(self) -> int:
         return hash(self._value)
@@ -192,7 +198,10 @@ class Settings:
         return None
 
     def source_by_write_key(self, write_key: str) -> SourceSettings | None:
+        """The source whose write key this is; every key is compared (in constant time), so how
+        long the answer takes says nothing of which source's key came close."""
+        found = None
         for source in self.sources:
-            if source.write_key.reveal() == write_key:
-                return source
-        return None
+            if source.write_key.matches(write_key) and found is None:
+                found = source
+        return found

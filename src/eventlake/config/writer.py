@@ -1,4 +1,7 @@
-"""Write ``eventlake.toml``: the commented initial file and appended ``[[sources]]`` blocks."""
+"""Write ``eventlake.toml``: the commented initial file and appended ``[[sources]]`` blocks.
+
+The file holds the sources' write keys and the ids that name their lake folders: it is written
+whole (temp file, fsync, rename, fsync of the folder), readable by its owner only (0600)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,11 @@ from pathlib import Path
 
 import tomli_w
 
-from eventlake.config.loader import CONFIG_FILE, SLUG, WRITE_KEY, load_settings
+from eventlake.config.loader import CONFIG_FILE, SLUG, WRITE_KEY, load_settings, settings_from_text
 from eventlake.errors import ConfigError, UsageError
+from eventlake.storage.local import make_dirs, write_atomic
+
+CONFIG_MODE = 0o600  # write keys, database passwords
 
 INITIAL_CONFIG = """\
 # eventlake configuration. Every setting is documented in the README ("Configuration").
@@ -57,11 +63,11 @@ def new_source_id() -> str:
 
 def write_initial_config(directory: Path) -> Path:
     """Create ``DIR/eventlake.toml``; refuses to overwrite an existing one."""
-    directory.mkdir(parents=True, exist_ok=True)
+    make_dirs(directory)
     path = directory / CONFIG_FILE
     if path.exists():
         raise UsageError(f"{path} already exists; edit it, or choose another directory")
-    path.write_text(INITIAL_CONFIG, encoding="utf-8")
+    write_atomic(path, INITIAL_CONFIG.encode("utf-8"), mode=CONFIG_MODE)
     return path
 
 
@@ -73,7 +79,8 @@ def add_source(
     table_prefix: str = "",
     date_partition: str = "day-hour",
 ) -> dict[str, str]:
-    """Append a ``[[sources]]`` block (keeping the file's comments) after validating the result."""
+    """Append a ``[[sources]]`` block (keeping the file's comments) after validating the result;
+    the file is replaced whole, so a failed write leaves the previous one."""
     settings = load_settings(config_path, environ={})
     if not SLUG.match(slug):
         raise ConfigError(
@@ -92,10 +99,6 @@ def add_source(
     text = config_path.read_text(encoding="utf-8")
     block = "[[sources]]\n" + tomli_w.dumps(entry)
     new_text = text.rstrip("\n") + "\n\n" + block
-    config_path.write_text(new_text, encoding="utf-8")
-    try:
-        load_settings(config_path, environ={})
-    except ConfigError:
-        config_path.write_text(text, encoding="utf-8")
-        raise
+    settings_from_text(new_text, config_path, environ={})  # refused before anything is written
+    write_atomic(config_path.resolve(), new_text.encode("utf-8"), mode=CONFIG_MODE)  # a symlink stays one
     return entry

@@ -4,7 +4,7 @@ Pages: the overview (``/``), the sync history (``/runs``, ``/runs/<run>``), the 
 (``/schemas``, ``/schemas/<db>/<table>``), the quarantine (``/quarantine``) and a read-only query
 box on the DuckDB engine (``/query``, ``/query.csv``). With a token, every route (assets
 included) needs it: ``Authorization: Bearer <token>``, the ``eventlake_console`` cookie, or
-``?token=`` once (it sets the cookie).
+``?token=`` once (it sets the cookie, ``Secure`` when the request came over https).
 """
 
 from __future__ import annotations
@@ -60,7 +60,10 @@ class TokenGate:
             kept = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode()) if k != "token"]
             target = request.url.path + ("?" + urlencode(kept) if kept else "")
             response: Response = RedirectResponse(target, status_code=303)
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+            # Secure over https: uvicorn sets the scheme from a trusted proxy's X-Forwarded-Proto
+            # (FORWARDED_ALLOW_IPS, 127.0.0.1 by default), so a TLS proxy in front counts too
+            secure = scope.get("scheme") in ("https", "wss")
+            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", secure=secure)
             await response(scope, receive, send)
             return
         bearer = request.headers.get("authorization", "")

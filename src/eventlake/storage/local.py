@@ -23,14 +23,18 @@ def fsync_dir(path: Path) -> None:
 
 
 def make_dirs(folder: Path) -> None:
-    """Create ``folder`` and its missing parents, each durable in its own parent."""
+    """Create ``folder`` and its missing parents, each durable in its own parent: a file written
+    into a new folder survives a power loss only once every new folder's entry is synced too."""
+    folder = Path(folder)
     if folder.is_dir():
         return
     make_dirs(folder.parent)
     try:
         folder.mkdir()
     except FileExistsError:
-        return
+        if not folder.is_dir():
+            raise
+    # also when another process created it just now: it may not have synced the entry yet
     fsync_dir(folder.parent)
 
 
@@ -63,7 +67,7 @@ class LocalStorage(Storage):
         (an ``O_EXCL`` create followed by writes could leave an empty or partial file after a
         crash, blocking every later caller)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         temp = Path(name)  # hidden and unique, even between threads
         try:
@@ -84,7 +88,7 @@ class LocalStorage(Storage):
     @contextmanager
     def open_write(self, path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         temp = temp_path(path)
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
