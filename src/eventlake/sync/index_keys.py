@@ -38,7 +38,7 @@ RECORD = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("at", "<i8")])
 TRAILER = struct.Struct("<8sQQqq8s")
 MAGIC = b"ELDEDUP1"
 BUCKET_RECORDS = 256  # a bucket holds at most about this many records on average (3 to 6 KB)
-SPAN_GAP = 64 * 1024  # a lookup reads buckets closer than this in one range ...
+SPAN_GAP = 8 * 1024  # a lookup reads buckets closer than this in one range ...
 SPAN_BYTES = 64 * 1024 * 1024  # ... and at most this much at once
 
 
