@@ -69,7 +69,7 @@ def main() -> None:
     from eventlake import layout
     from eventlake.storage import LocalStorage
     from eventlake.sync import run_sync
-    from eventlake.sync.dedupe_index import merge_index
+    from eventlake.sync.index_merge import merge_index
 
     settings, spark, catalog = warm_engine(project, "eventlake-bench-dedupe-index")
     index = Path(layout.dedupe_index_dir(settings.lake.root, source_id))

@@ -210,6 +210,21 @@ def test_write_new_creates_only_when_nothing_is_there(storage, root):
     assert storage.read(lease) == b"holder-2"
 
 
+def test_read_ranges_returns_each_range_in_the_order_asked(storage, root, monkeypatch):
+    from eventlake.storage import base
+
+    monkeypatch.setattr(base, "RANGE_GAP", 8)  # object stores: some ranges share a request, some not
+    data = bytes(range(256)) * 64  # 16 KiB
+    storage.write(root / "index.keys", data)
+    ranges = [(4000, 16), (0, 3), (10, 5), (16_380, 100), (5000, 0), (12, 2), (9000, 4096)]
+    assert storage.read_ranges(root / "index.keys", ranges) == [
+        data[o : o + n] for o, n in ranges
+    ]  # the range past the end cut short there; overlapping ranges each whole
+    assert storage.read_ranges(root / "index.keys", []) == []
+    with pytest.raises(FileNotFoundError):
+        storage.read_ranges(root / "missing.keys", [(0, 4)])
+
+
 # -- the local disk only --------------------------------------------------------------------------
 
 

@@ -401,7 +401,8 @@ def pending_file(lake: Location, source_id: str, run_id: str) -> Location:
 
 
 def dedupe_index_dir(lake: Location, source_id: str) -> Location:
-    """The source's dedupe index: ``_state/dedupe/<source-id>/run_id=<run>/*.parquet``."""
+    """The source's dedupe index: ``_state/dedupe/<source-id>/run_id=<run>/*.keys`` (key files,
+    :mod:`eventlake.sync.index_keys`; ``*.parquet`` of message ids in lakes written before them)."""
     return state_dir(lake, "dedupe", source_id)
 
 
@@ -424,6 +425,12 @@ def part_file_name(run_id: str, index: int, prefix: str = "") -> str:
     """The name of a run's file number ``index`` (a worker's, or a segment type's in the write
     pass): ``part-<run>-00007.parquet``."""
     return f"{prefix}part-{run_id}-{index:05d}.parquet"
+
+
+def index_file_name(run_id: str, index: int, prefix: str = "part-") -> str:
+    """The name of a dedupe key file in a run's folder of the dedupe index:
+    ``part-<run>-00007.keys`` (a write task's), ``merged-<run>-00000.keys`` (a merge's)."""
+    return f"{prefix}{run_id}-{index:05d}.keys"
 
 
 # local state -----------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""The dedupe index on disk: the files a run reads, and their merge (no Spark)."""
+"""The dedupe index on disk: the files a run reads, the lookup, and the merge (no Spark). Lakes
+written before key files hold Parquet files of ids (``write_ids``); a sync writes key files
+(``write_keys_file``)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventlake.storage import LocalStorage
-from eventlake.sync.dedupe_index import index_files, merge_index, run_started
+from eventlake.storage import FileInfo, LocalStorage
+from eventlake.sync import index_merge
+from eventlake.sync.dedupe_index import index_files, index_listing, run_started, seen
+from eventlake.sync.index_keys import keys, open_keys, records_of, write_keys
+from eventlake.sync.index_merge import merge_index
 
 UTC = timezone.utc
 SCHEMA = pa.schema([("message_id", pa.string()), ("received_at", pa.timestamp("us", tz="UTC"))])
@@ -26,12 +31,34 @@ def write_ids(folder: Path, name: str, ids: dict[str, datetime]) -> None:
     pq.write_table(table, folder / name)
 
 
-def read_ids(index: Path) -> dict[str, list[datetime]]:
-    found: dict[str, list[datetime]] = {}
-    for path in sorted(index.glob("*/*.parquet")):
-        for row in pq.read_table(path).to_pylist():
-            found.setdefault(row["message_id"], []).append(row["received_at"])
-    return found
+def write_keys_file(folder: Path, name: str, ids: dict[str, datetime]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / name).open("wb") as handle:
+        write_keys(handle, records_of(pa.array(list(ids)), pa.array(list(ids.values()), SCHEMA[1].type)))
+
+
+def index_rows(index: Path, names: list[str]) -> dict[str, list[datetime]]:
+    """The (id, received time) rows the index holds for these ids, from every file, copies too."""
+    storage, found = LocalStorage(), {}
+    by_key = {(int(r["hi"]), int(r["lo"])): n for n, r in zip(names, keys(names), strict=True)}
+    for info in index_listing(storage, index):
+        if info.path.suffix == ".parquet":
+            rows = [(r["message_id"], r["received_at"]) for r in pq.read_table(info.path).to_pylist()]
+        else:
+            file = open_keys(storage, info)
+            records = file.records(storage, [(0, file.count)])
+            rows = [
+                (by_key[(int(r["hi"]), int(r["lo"]))], datetime.fromtimestamp(int(r["at"]) / 1e6, UTC))
+                for r in records
+            ]
+        for name, received in rows:
+            found.setdefault(name, []).append(received)
+    return {name: sorted(times) for name, times in found.items()}
+
+
+def looked_up(index: Path, ids: list[str], since: datetime, until: datetime | None = None) -> list[str]:
+    storage = LocalStorage()
+    return sorted(seen(storage, index_files(storage, index, since), pa.array(ids), since, until).to_pylist())
 
 
 def test_a_run_folder_names_when_its_run_started() -> None:
@@ -57,15 +84,69 @@ def test_a_run_reads_only_the_folders_of_runs_that_started_within_its_window(tmp
     assert len(index_files(storage, index, naive)) == 4
 
 
-def test_merging_leaves_one_file_a_day_in_its_newest_run_folder_and_every_id_once(tmp_path: Path) -> None:
+def test_a_lookup_finds_the_ids_received_in_its_window_in_key_files_and_old_parquet_files(
+    tmp_path: Path,
+) -> None:
+    index = tmp_path / "dedupe"
+    day = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    write_keys_file(run_folder(index, day), "part-0.keys", {"new": day, "edge": day - timedelta(hours=2)})
+    write_ids(
+        run_folder(index, day - timedelta(hours=1)),
+        "part-0.parquet",
+        {"old-format": day - timedelta(hours=1)},
+    )
+    many = {f"bulk-{n}": day - timedelta(seconds=n) for n in range(20_000)}  # 79 buckets of 256 or so
+    write_keys_file(run_folder(index, day - timedelta(hours=3)), "part-0.keys", many)
+    asked = ["new", "edge", "old-format", "bulk-7", "bulk-19999", "never", "new-2"]
+    assert looked_up(index, asked, day - timedelta(days=1)) == [
+        "bulk-19999", "bulk-7", "edge", "new", "old-format"
+    ]  # fmt: skip
+    # the window starts at ``since`` (inclusive); a replay's range ends at ``until`` (exclusive)
+    assert looked_up(index, asked, day - timedelta(hours=2)) == ["bulk-7", "edge", "new", "old-format"]
+    assert looked_up(index, asked, day - timedelta(days=1), until=day - timedelta(hours=1)) == [
+        "bulk-19999", "edge"
+    ]  # fmt: skip
+
+
+class CountingStorage(LocalStorage):
+    """The local disk, counting the bytes read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_bytes = 0
+
+    def read_ranges(self, path, ranges):  # type: ignore[no-untyped-def]
+        data = super().read_ranges(path, ranges)
+        self.read_bytes += sum(len(d) for d in data)
+        return data
+
+
+def test_a_lookup_reads_only_the_buckets_of_its_ids(tmp_path: Path) -> None:
+    index = tmp_path / "dedupe"
+    day = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    write_keys_file(run_folder(index, day), "part-0.keys", {f"m{n}": day for n in range(200_000)})
+    storage = CountingStorage()
+    [info] = index_files(storage, index, day - timedelta(days=1))
+    found = seen(storage, [info], pa.array(["m5", "m199999", "x"]), day - timedelta(days=1)).to_pylist()
+    assert sorted(found) == ["m199999", "m5"]
+    assert storage.read_bytes < 20_000 < info.size // 200  # three buckets, their directory entries
+
+
+def test_merging_converts_old_files_and_leaves_one_key_file_a_day_in_its_newest_run_folder(
+    tmp_path: Path,
+) -> None:
     index = tmp_path / "dedupe"
     first = datetime(2026, 11, 20, 1, tzinfo=UTC)
     ids: dict[str, datetime] = {}
-    for run in range(5):  # four runs on the 20th, one on the 21st
+    for run in range(5):  # four runs on the 20th, one on the 21st; the old format and the new
         started = first + timedelta(hours=6 * run)
         batch = {f"m{run}-{n}": started - timedelta(minutes=n) for n in range(3)}
         for part in range(2):
-            write_ids(run_folder(index, started), f"part-{part}.parquet", dict(list(batch.items())[part::2]))
+            write = write_ids if run % 2 else write_keys_file
+            write(run_folder(index, started), f"part-{part}.x", dict(list(batch.items())[part::2]))
+            (run_folder(index, started) / f"part-{part}.x").rename(
+                run_folder(index, started) / f"part-{part}.{'parquet' if run % 2 else 'keys'}"
+            )
         ids |= batch
     # an id synced again after it left the window (an import of old messages): both times stay; and
     # copies a merge cut off between its write and its deletes leaves: once
@@ -75,7 +156,7 @@ def test_merging_leaves_one_file_a_day_in_its_newest_run_folder_and_every_id_onc
     )
     storage = LocalStorage()
 
-    assert merge_index(storage, index) == (11, 2)
+    assert merge_index(storage, index, now=first + timedelta(days=5)) == (11, 2)
 
     folders = sorted(p.name for p in index.iterdir())
     assert folders == [
@@ -83,12 +164,48 @@ def test_merging_leaves_one_file_a_day_in_its_newest_run_folder_and_every_id_onc
         run_folder(index, first + timedelta(hours=24)).name,
     ]
     assert [p.name for p in (index / folders[0]).iterdir()] == [
-        f"merged-{folders[0][len('run_id=') :]}.parquet"
+        f"merged-{folders[0][len('run_id=') :]}-00000.keys"
     ]
-    assert read_ids(index) == {message_id: [received] for message_id, received in ids.items()} | {
-        "m0-0": [ids["m0-0"], again]
+    assert index_rows(index, [*ids, "m0-0"]) == {i: [received] for i, received in ids.items()} | {
+        "m0-0": sorted([ids["m0-0"], again])
     }
-    assert merge_index(storage, index) == (2, 2)  # nothing more to merge
+    assert merge_index(storage, index, now=first + timedelta(days=5)) == (2, 2)  # nothing more to merge
+
+
+def test_an_open_day_merges_its_small_files_and_keeps_its_big_one(tmp_path: Path) -> None:
+    index = tmp_path / "dedupe"
+    now = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    big = {f"big-{n}": now - timedelta(hours=6) for n in range(1_000)}
+    write_keys_file(run_folder(index, now - timedelta(hours=6)), "merged.keys", big)
+    for run in range(3):
+        started = now - timedelta(minutes=run)
+        write_keys_file(
+            run_folder(index, started), "part-0.keys", {f"new-{run}-{n}": started for n in range(10)}
+        )
+    assert merge_index(LocalStorage(), index, now=now) == (4, 2)
+    sizes = sorted(open_keys(LocalStorage(), info).count for info in index_listing(LocalStorage(), index))
+    assert sizes == [30, 1_000]
+    assert merge_index(LocalStorage(), index, now=now + timedelta(days=1, hours=2)) == (
+        2,
+        1,
+    )  # the day is over
+
+
+def test_a_merge_holds_one_key_range_at_a_time_and_loses_nothing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(index_merge, "MERGE_RECORDS", 1_000)  # 16 key ranges for these 12,100 ids
+    index = tmp_path / "dedupe"
+    day = datetime(2026, 11, 20, 1, tzinfo=UTC)
+    ids = {f"m{n}": day + timedelta(seconds=n) for n in range(12_000)}
+    chunks = [dict(list(ids.items())[n::7]) for n in range(7)]  # files of 1,714 ids: 2 bits of buckets
+    for n, chunk in enumerate(chunks):
+        write_keys_file(run_folder(index, day + timedelta(hours=n)), "part-0.keys", chunk)
+    tiny = {f"t{n}": day for n in range(100)}  # one bucket, shared by every key range
+    write_ids(run_folder(index, day + timedelta(hours=8)), "part-0.parquet", tiny)
+    merge_index(LocalStorage(), index, now=day + timedelta(days=3))
+    [info] = index_listing(LocalStorage(), index)
+    assert open_keys(LocalStorage(), info).count == 12_100
+    assert index_rows(index, [*ids, *tiny]) == {i: [t] for i, t in (ids | tiny).items()}
+    assert looked_up(index, ["m11999", "t5", "x"], day - timedelta(days=1)) == ["m11999", "t5"]
 
 
 class DeleteFailsAfter(LocalStorage):
@@ -110,21 +227,27 @@ class DeleteFailsAfter(LocalStorage):
         self.deletes -= 1
 
 
-@pytest.mark.parametrize("deletes", [0, 1, 3])
+@pytest.mark.parametrize("deletes", [0, 1, 2, 3, 4])
 def test_a_merge_cut_off_keeps_every_id_and_the_next_one_finishes_it(tmp_path: Path, deletes: int) -> None:
     index = tmp_path / "dedupe"
     started = datetime(2026, 11, 20, 1, tzinfo=UTC)
     ids = {}
-    for run in range(4):
+    for run in range(4):  # two runs in the old format (converted first, one delete each), two new
         batch = {f"m{run}": started + timedelta(minutes=run)}
-        write_ids(run_folder(index, started + timedelta(hours=run)), "part-0.parquet", batch)
+        write = write_ids if run < 2 else write_keys_file
+        write(
+            run_folder(index, started + timedelta(hours=run)),
+            f"part-0.{'parquet' if run < 2 else 'keys'}",
+            batch,
+        )
         ids |= batch
+    later = started + timedelta(days=2)
     with pytest.raises(OSError, match="killed"):
-        merge_index(DeleteFailsAfter(deletes), index)
-    assert set(read_ids(index)) == set(ids)  # each id still there (some twice)
+        merge_index(DeleteFailsAfter(deletes), index, now=later)
+    assert set(index_rows(index, list(ids))) == set(ids)  # each id still there (some twice)
 
-    assert merge_index(LocalStorage(), index)[1] == 1
-    assert read_ids(index) == {message_id: [received] for message_id, received in ids.items()}
+    assert merge_index(LocalStorage(), index, now=later)[1] == 1
+    assert index_rows(index, list(ids)) == {message_id: [received] for message_id, received in ids.items()}
 
 
 def test_the_lease_is_checked_before_each_days_change(tmp_path: Path) -> None:
@@ -132,7 +255,18 @@ def test_the_lease_is_checked_before_each_days_change(tmp_path: Path) -> None:
     for day in (20, 21, 22):  # the 22nd has one file: nothing to change
         for hour in (1, 2) if day < 22 else (1,):
             started = datetime(2026, 11, day, hour, tzinfo=UTC)
-            write_ids(run_folder(index, started), "part-0.parquet", {f"m{day}-{hour}": started})
+            write_keys_file(run_folder(index, started), "part-0.keys", {f"m{day}-{hour}": started})
     checks: list[int] = []
-    assert merge_index(LocalStorage(), index, lambda: checks.append(len(list(index.iterdir())))) == (5, 3)
+    now = datetime(2026, 11, 25, tzinfo=UTC)
+    merged = merge_index(LocalStorage(), index, lambda: checks.append(len(list(index.iterdir()))), now=now)
+    assert merged == (5, 3)
     assert checks == [5, 4]  # before the 20th's merge, then before the 21st's
+
+
+def test_a_key_file_cut_short_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    folder = run_folder(tmp_path, datetime(2026, 11, 20, tzinfo=UTC))
+    write_keys_file(folder, "part-0.keys", {"m1": datetime(2026, 11, 20, tzinfo=UTC)})
+    path = folder / "part-0.keys"
+    path.write_bytes(path.read_bytes()[:-5])
+    with pytest.raises(ValueError, match="not a dedupe key file|not a whole dedupe key file.*delete it"):
+        open_keys(LocalStorage(), FileInfo(path, path.stat().st_size))

@@ -147,7 +147,7 @@ def _specs(lake: Lake):
 
 def test_the_dedupe_index_goes_a_window_and_a_day_after_the_archive(synced: Lake, spark) -> None:
     index = Path(layout.dedupe_index_dir(synced.settings.lake.root, synced.source.id))
-    files = sorted(index.glob("*/*.parquet"))
+    files = sorted(index.glob("*/*.keys"))
     assert files  # the sync's ids, in a folder named after the run (started now)
     day = files[0].parent.name[len("run_id=") :][:8]
     day = f"{day[:4]}-{day[4:6]}-{day[6:]}"
@@ -161,8 +161,8 @@ def test_the_dedupe_index_goes_a_window_and_a_day_after_the_archive(synced: Lake
 
     # archive cutoff 7 days back, the source's 7-day window and a day: the run's ids stay for 15 days
     assert retain_at(14) == []
-    assert sorted(index.glob("*/*.parquet")) == files
+    assert sorted(index.glob("*/*.keys")) == files
     assert retain_at(16, dry_run=True) == [(day, len(files))]
-    assert sorted(index.glob("*/*.parquet")) == files
+    assert sorted(index.glob("*/*.keys")) == files
     assert retain_at(16) == [(day, len(files))]
-    assert not list(index.glob("*/*.parquet")) and not list(index.iterdir())
+    assert not list(index.glob("*/*.keys")) and not list(index.iterdir())

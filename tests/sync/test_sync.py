@@ -131,11 +131,9 @@ def test_rerun_without_new_data_changes_nothing(lake, spark):
     assert count == [{"n": 2}]
 
 
-@pytest.mark.parametrize(
-    "lookup_ids", [200_000, 0], ids=["ids to the index readers", "index joined in Spark"]
-)
+@pytest.mark.parametrize("lookup_ids", [200_000, 1], ids=["one lookup pass", "a lookup pass per id"])
 def test_duplicate_message_ids_within_a_run_and_across_runs(lake, spark, monkeypatch, lookup_ids):
-    monkeypatch.setattr("eventlake.sync.dedupe.LOOKUP_IDS", lookup_ids)  # a micro-batch, or a big run
+    monkeypatch.setattr("eventlake.sync.dedupe.LOOKUP_IDS", lookup_ids)  # a micro-batch, or a big run split
     lake.archive([track("dup", revenue=1), track("dup", revenue=1), track("m2")])
     first = sync(lake, spark)
     assert first.duplicates_dropped == 1 and first.rows == 2

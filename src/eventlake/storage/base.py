@@ -13,8 +13,9 @@ S3, Azure) implements these methods with the same guarantees:
 
 from __future__ import annotations
 
+import bisect
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,12 @@ from typing import BinaryIO
 
 from eventlake.errors import EventLakeError
 from eventlake.storage.location import Location
+
+# an object store's read_ranges: ranges closer than RANGE_GAP bytes share one ranged request of at
+# most RANGE_SPAN bytes (a request costs more than reading a few hundred KB more); RANGE_THREADS at once
+RANGE_GAP = 1024 * 1024
+RANGE_SPAN = 64 * 1024 * 1024
+RANGE_THREADS = 16
 
 
 class StorageError(EventLakeError):
@@ -88,6 +95,50 @@ class Storage(ABC):
         works); None for object stores."""
         return None
 
+    def read_ranges(self, path: Location, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each ``(offset, length)`` range of the file, in the order asked (a range
+        that runs past the end is cut short there); ``FileNotFoundError`` when it does not exist.
+        This default reads the whole file; the back ends read only the ranges (object stores in
+        few requests: see :func:`coalesce`)."""
+        data = self.read(path)
+        return [data[offset : offset + length] for offset, length in ranges]
+
     def read_lines(self, path: Location) -> Iterator[bytes]:
         """The non-empty lines of a text file, without their line ends."""
         return (line for line in self.read(path).splitlines() if line.strip())
+
+
+def coalesce(ranges: Sequence[tuple[int, int]], gap: int, most: int) -> list[tuple[int, int]]:
+    """Spans ``(offset, length)`` that cover ``ranges``, sorted: ranges less than ``gap`` bytes
+    apart share a span, as long as it stays within ``most`` bytes (a request to an object store
+    costs more than reading a few hundred KB more).
+
+    >>> coalesce([(100, 10), (0, 10), (15, 5), (1000, 1)], gap=10, most=50)
+    [(0, 20), (100, 10), (1000, 1)]
+    """
+    spans: list[tuple[int, int]] = []
+    for offset, length in sorted(r for r in ranges if r[1] > 0):
+        if spans:
+            start, size = spans[-1]
+            end = max(start + size, offset + length)
+            if offset - (start + size) < gap and end - start <= most:
+                spans[-1] = (start, end - start)
+                continue
+        spans.append((offset, length))
+    return spans
+
+
+def cut(
+    spans: Sequence[tuple[int, int]], data: Sequence[bytes], ranges: Sequence[tuple[int, int]]
+) -> list[bytes]:
+    """Each of ``ranges`` out of the bytes read for ``spans`` (from :func:`coalesce`)."""
+    starts = [start for start, _ in spans]
+    found = []
+    for offset, length in ranges:
+        if length <= 0:
+            found.append(b"")
+            continue
+        n = bisect.bisect_right(starts, offset) - 1
+        begin = offset - starts[n]
+        found.append(bytes(data[n][begin : begin + length]))
+    return found

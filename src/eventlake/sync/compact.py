@@ -8,7 +8,7 @@ they were; each new file has the table's current columns (a column an older file
 as readers already show it).
 
 Each source's dedupe index is merged too, a day of runs per file
-(:func:`eventlake.sync.dedupe_index.merge_index`): every sync reads it.
+(:func:`eventlake.sync.index_merge.merge_index`): every sync reads it.
 
 It is committed like a sync run, under the same source lock (never beside a sync of the source):
 each batch of partitions is staged (per partition, a folder with its new files and a commit
@@ -40,7 +40,7 @@ from eventlake.storage import FileInfo, Location, Storage, to_location
 from eventlake.storage.lease import Lease
 from eventlake.sync import SKIPPED
 from eventlake.sync.commit import CatalogOnce, apply
-from eventlake.sync.dedupe_index import merge_index
+from eventlake.sync.index_merge import merge_index
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.manifest import Manifest, PartitionRewrite
 from eventlake.sync.stage import RunStage, new_run_id

@@ -7,21 +7,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from eventlake.storage import Location, Storage
-from eventlake.sync.dedupe_index import index_files
-from eventlake.sync.read import read_parquet
+from eventlake.sync.dedupe_index import index_files, seen
 
-# the dedupe index's rows: the message ids a run brought into the lake, with their received time
-INDEX_SCHEMA = T.StructType(
-    [T.StructField("message_id", T.StringType()), T.StructField("received_at", T.TimestampType())]
-)
-
-# a run of at most this many messages looks its ids up in the index's readers (see dedupe)
-LOOKUP_IDS = 200_000
+# the driver looks a run's distinct ids up in the index this many at a time (each pass: the ids'
+# strings and 24-byte keys, well under 1 GiB): a bigger run is split by the hash of its ids
+LOOKUP_IDS = 5_000_000
 
 
 def dedupe(
@@ -38,14 +33,14 @@ def dedupe(
     (earliest received; then the smaller hash of its values, then the earlier position), and every
     row whose messageId is in the dedupe ``index`` received up to ``window_days`` before the run's
     first message (and, for a replay, before ``until``: the range's own ids are in the index from
-    the syncs that first brought them). ``messages``: how many ``valid`` rows there are, if known: a
-    run of at most :data:`LOOKUP_IDS` hands its ids to the tasks reading the index, which keep only
-    the rows they match (a micro-batch's lookup then shuffles nothing of the index).
+    the syncs that first brought them). ``messages``: how many ``valid`` rows there are, if known.
 
-    Only message ids and positions are shuffled, and the result is small (repeats are rare: client
-    retries), so the caller drops the rows by position (a broadcast anti-join in Spark, a filter in
-    the write pass) and never copies the messages themselves: the ids seen more than once and the
-    ids already synced are found first and broadcast, and only the repeated rows are ordered."""
+    The index is looked up in the driver (:func:`.dedupe_index.seen`: of each file only the
+    buckets of the run's keys), :data:`LOOKUP_IDS` distinct ids at a time. Only message ids and
+    positions are shuffled, and the result is small (repeats are rare: client retries), so the
+    caller drops the rows by position (a broadcast anti-join in Spark, a filter in the write pass)
+    and never copies the messages themselves: the ids seen more than once and the ids already
+    synced are found first and broadcast, and only the repeated rows are ordered."""
     ids = valid.select("message_id")
     repeated = F.broadcast(ids.groupBy("message_id").count().filter("count > 1").select("message_id"))
     first = Window.partitionBy("message_id").orderBy("received_at", "payload_hash", "position")
@@ -56,16 +51,24 @@ def dedupe(
         .select("position")
     )
     since = first_received - timedelta(days=window_days) if first_received is not None else None
-    files = [f.path for f in index_files(storage, index, since)] if since is not None else []
-    if files:
-        lookup = None
-        if messages is not None and messages <= LOOKUP_IDS:
-            lookup = ids.distinct().toArrow().column(0).combine_chunks()
-        seen = read_parquet(spark, storage, files, INDEX_SCHEMA, since, message_ids=lookup)
-        if until is not None:
-            seen = seen.filter(F.col("received_at") < F.lit(until))
-        if lookup is None:
-            seen = seen.join(ids, "message_id", "left_semi")
-        synced = seen.select("message_id").distinct()
-        drop = drop.unionByName(valid.join(F.broadcast(synced), "message_id", "left_semi").select("position"))
+    files = index_files(storage, index, since) if since is not None else []
+    if files and since is not None:
+        passes = max(1, -(-(messages or 0) // LOOKUP_IDS))
+        distinct = ids.distinct()
+        found = []
+        for number in range(passes):
+            part = (
+                distinct
+                if passes == 1
+                else distinct.filter(F.pmod(F.hash("message_id"), F.lit(passes)) == number)
+            )
+            wanted = part.toArrow().column(0).combine_chunks().cast(pa.string())
+            if len(wanted):
+                found.append(seen(storage, files, wanted, since, until))
+        synced = pa.concat_arrays(found) if found else pa.array([], pa.string())
+        if len(synced):
+            frame = spark.createDataFrame(pa.table({"message_id": synced}))  # a local relation
+            drop = drop.unionByName(
+                valid.join(F.broadcast(frame), "message_id", "left_semi").select("position")
+            )
     return drop

@@ -24,7 +24,7 @@ from eventlake import layout
 from eventlake.schema import BIGINT, BOOLEAN, DECIMAL, STRING, TIMESTAMP, cast_value
 from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import Location, Storage
-from eventlake.sync.dedupe_index import INDEX_ARROW
+from eventlake.sync.index_keys import records_of, write_keys
 from eventlake.sync.pieces import pieces_by_type, read_pieces
 from eventlake.sync.quarantine import TABLE_LIMIT_REASON, message_row, rows_table, value_row
 from eventlake.sync.stage import DEDUPE, MESSAGES, TABLE, VALUES, RunStage, StagedFile
@@ -209,9 +209,10 @@ def write_segment_types(
         if ids is not None:
             index.append(ids)
     if index:
-        table = pa.concat_tables(index).cast(INDEX_ARROW)
-        written = StagedFile(DEDUPE, layout.part_file_name(stage.run_id, units[0][0]), table.num_rows)
-        stage.write_parquet(storage, written, table)
+        table = pa.concat_tables(index).combine_chunks()
+        written = StagedFile(DEDUPE, layout.index_file_name(stage.run_id, units[0][0]), table.num_rows)
+        with storage.open_write(stage.staged(written)) as handle:  # a key file (see index_keys)
+            write_keys(handle, records_of(table.column(0).combine_chunks(), table.column(1).combine_chunks()))
         files.append(written)
     return files
 

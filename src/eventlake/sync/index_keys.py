@@ -1,0 +1,259 @@
+"""The dedupe index's key files (``*.keys``): one module reads and writes them.
+
+A message id is keyed by its 128-bit BLAKE2b hash (``hi``, ``lo``: two unsigned 64-bit halves). No
+full id is kept: a lookup of k ids against n keys matches a wrong id with probability k·n/2^128 (a
+batch of 2,000 ids against 1.2 billion keys: 7·10^-27; a year of such batches: 10^-20), far below
+the odds of a disk or memory corrupting the id itself, and a 16-byte key instead of a 36-byte
+UUID (plus its offsets) keeps a busy source's index at 24 bytes an id.
+
+A file is its records (``hi``, ``lo``, ``at``: the received time in µs since 1970, UTC), sorted
+by key, then a directory, then a trailer:
+
+- records: ``count`` × 24 bytes, little-endian;
+- directory: ``2^bits + 1`` little-endian uint64, the first record of each bucket (the keys whose
+  top ``bits`` bits are the bucket's number), the last one ``count``; ``bits`` gives buckets of
+  about 128 to 256 records (3 to 6 KB);
+- trailer (:data:`TRAILER`): magic, ``bits``, ``count``, the least and greatest ``at``, magic.
+
+A lookup reads the trailer, the directory entries of its keys' buckets and those buckets: a
+2,000-id batch reads about 2,000 × 4 KB of a day of 173 million keys, whatever the day's size
+(:func:`lookup`). A merge reads each input a range of buckets at a time (:func:`records_in`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+from eventlake.storage import FileInfo, Storage
+
+SUFFIX = ".keys"
+RECORD = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("at", "<i8")])
+TRAILER = struct.Struct("<8sQQqq8s")
+MAGIC = b"ELDEDUP1"
+BUCKET_RECORDS = 256  # a bucket holds at most about this many records on average (3 to 6 KB)
+SPAN_GAP = 8 * 1024  # a lookup reads buckets closer than this in one range ...
+SPAN_BYTES = 64 * 1024 * 1024  # ... and at most this much at once
+
+
+class IndexFileError(ValueError):
+    """A key file that is not whole (cut short, or not a key file at all)."""
+
+
+def keys(message_ids: Sequence[str] | pa.Array) -> np.ndarray:
+    """The records of ``message_ids`` (``at`` zero), in their order.
+
+    >>> digest = hashlib.blake2b(b"m1", digest_size=16).digest()
+    >>> int(keys(["m1"])["hi"][0]) == int.from_bytes(digest[:8], "big")
+    True
+    """
+    ids = message_ids.to_pylist() if isinstance(message_ids, pa.Array) else message_ids
+    digests = b"".join(hashlib.blake2b(i.encode(), digest_size=16).digest() for i in ids)
+    halves = np.frombuffer(digests, dtype=">u8").reshape(-1, 2)
+    records = np.zeros(len(ids), RECORD)
+    records["hi"], records["lo"] = halves[:, 0], halves[:, 1]
+    return records
+
+
+def records_of(message_ids: pa.Array, received_at: pa.Array) -> np.ndarray:
+    """The records of ids and their received times (an Arrow timestamp column, any unit)."""
+    records = keys(message_ids)
+    micros = received_at.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    records["at"] = micros.to_numpy(zero_copy_only=False)
+    return records
+
+
+def sort_unique(records: np.ndarray) -> np.ndarray:
+    """``records`` sorted by key then time, each (key, time) once."""
+    ordered = records[np.lexsort((records["at"], records["lo"], records["hi"]))]
+    if len(ordered) < 2:
+        return ordered
+    same = (
+        (ordered["hi"][1:] == ordered["hi"][:-1])
+        & (ordered["lo"][1:] == ordered["lo"][:-1])
+        & (ordered["at"][1:] == ordered["at"][:-1])
+    )
+    return ordered[np.concatenate(([True], ~same))]
+
+
+def bucket_bits(count: int) -> int:
+    """Buckets for ``count`` records: the least power of two that keeps them under
+    :data:`BUCKET_RECORDS` on average.
+
+    >>> bucket_bits(0), bucket_bits(255), bucket_bits(256), bucket_bits(172_800_000)
+    (0, 0, 1, 20)
+    """
+    return min(max(0, (count // BUCKET_RECORDS).bit_length()), 32)
+
+
+def buckets(hi: np.ndarray, bits: int) -> np.ndarray:
+    return hi >> np.uint64(64 - bits) if bits else np.zeros(len(hi), np.uint64)
+
+
+class KeyWriter:
+    """Writes sorted records, chunk by chunk (each chunk's keys after the previous chunk's), to a
+    handle, building the directory as it goes; :meth:`close` writes the directory and trailer."""
+
+    def __init__(self, handle: BinaryIO, expected: int) -> None:
+        self.handle, self.bits = handle, bucket_bits(expected)
+        self.starts = np.zeros(2**self.bits + 1, np.uint64)  # counts per bucket, then their sums
+        self.count, self.least, self.most = 0, np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+    def add(self, records: np.ndarray) -> None:
+        if not len(records):
+            return
+        self.handle.write(records.astype(RECORD, copy=False).tobytes())
+        self.starts[1:] += np.bincount(buckets(records["hi"], self.bits), minlength=2**self.bits).astype(
+            np.uint64
+        )
+        self.count += len(records)
+        self.least, self.most = (
+            min(self.least, int(records["at"].min())),
+            max(self.most, int(records["at"].max())),
+        )
+
+    def close(self) -> None:
+        self.handle.write(np.cumsum(self.starts, dtype=np.uint64).astype("<u8").tobytes())
+        self.handle.write(TRAILER.pack(MAGIC, self.bits, self.count, self.least, self.most, MAGIC))
+
+
+def write_keys(handle: BinaryIO, records: np.ndarray) -> None:
+    """A key file of ``records`` (sorted and made unique here)."""
+    records = sort_unique(records)
+    writer = KeyWriter(handle, len(records))
+    writer.add(records)
+    writer.close()
+
+
+@dataclass(frozen=True)
+class KeyFile:
+    """A key file's trailer: where its parts are."""
+
+    info: FileInfo
+    bits: int
+    count: int
+    least: int  # the least and greatest received time (µs); a file with no records has least > most
+    most: int
+
+    @property
+    def directory(self) -> int:
+        return self.count * RECORD.itemsize
+
+    def entries(self, storage: Storage, numbers: np.ndarray) -> np.ndarray:
+        """The directory's entries ``numbers`` (sorted, unique): where those buckets start."""
+        if len(numbers) * 64 > 2**self.bits:  # most of them: the whole directory in one read
+            [data] = storage.read_ranges(self.info.path, [(self.directory, (2**self.bits + 1) * 8)])
+            return np.frombuffer(data, "<u8")[numbers.astype(np.int64)]
+        ranges = [(self.directory + 8 * int(n), 8) for n in numbers]
+        return np.frombuffer(b"".join(storage.read_ranges(self.info.path, ranges)), "<u8")
+
+    def records(self, storage: Storage, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+        """The records of these ``(first, end)`` spans of records, in order."""
+        size = RECORD.itemsize
+        data = storage.read_ranges(
+            self.info.path, [(first * size, (end - first) * size) for first, end in spans]
+        )
+        return np.frombuffer(b"".join(data), RECORD)
+
+
+def open_keys(storage: Storage, info: FileInfo) -> KeyFile:
+    """The trailer of a key file (:class:`IndexFileError` when the file is not whole)."""
+    [tail] = storage.read_ranges(info.path, [(max(0, info.size - TRAILER.size), TRAILER.size)])
+    if len(tail) != TRAILER.size:
+        raise IndexFileError(f"{info.path}: not a dedupe key file ({info.size} bytes)")
+    magic, bits, count, least, most, end = TRAILER.unpack(tail)
+    whole = magic == MAGIC and end == MAGIC and bits <= 32
+    expected = count * RECORD.itemsize + (2**bits + 1) * 8 + TRAILER.size if whole else -1
+    if expected != info.size:
+        raise IndexFileError(
+            f"{info.path}: not a whole dedupe key file ({info.size} bytes): "
+            "delete it; the next sync of its run's archive files is not affected, a resent copy of "
+            "its ids is no longer dropped"
+        )
+    return KeyFile(info, bits, count, least, most)
+
+
+def lookup(storage: Storage, file: KeyFile, wanted: np.ndarray, since: int, until: int | None) -> np.ndarray:
+    """Which of ``wanted`` (records sorted by key) the file holds with a time at or after
+    ``since`` and before ``until`` (µs), as a boolean mask: only their buckets are read, at most
+    :data:`SPAN_BYTES` at a time."""
+    found = np.zeros(len(wanted), bool)
+    if not len(wanted) or not file.count or file.most < since or (until is not None and file.least >= until):
+        return found
+    numbers = np.unique(buckets(wanted["hi"], file.bits))
+    bounds = file.entries(storage, np.unique(np.concatenate((numbers, numbers + 1))))
+    at = {int(n): i for i, n in enumerate(np.unique(np.concatenate((numbers, numbers + 1))))}
+    spans = _spans([(int(bounds[at[int(n)]]), int(bounds[at[int(n) + 1]])) for n in numbers])
+    for window in _windows(spans):
+        records = file.records(storage, window)
+        first = np.searchsorted(wanted["hi"], records["hi"][0], "left")
+        end = np.searchsorted(wanted["hi"], records["hi"][-1], "right")
+        found[first:end] |= _matches(records, wanted[first:end], since, until)
+    return found
+
+
+def records_in(storage: Storage, file: KeyFile, part: int, parts_bits: int) -> np.ndarray:
+    """The file's records whose keys' top ``parts_bits`` bits are ``part`` (a merge's share)."""
+    if not file.count:
+        return np.zeros(0, RECORD)
+    if file.bits >= parts_bits:
+        shift = file.bits - parts_bits
+        first, end = file.entries(storage, np.array([part << shift, (part + 1) << shift]))
+        return file.records(storage, [(int(first), int(end))]) if end > first else np.zeros(0, RECORD)
+    bucket = part >> (parts_bits - file.bits)  # a small file: its bucket holds several parts
+    first, end = file.entries(storage, np.array([bucket, bucket + 1]))
+    records = file.records(storage, [(int(first), int(end))]) if end > first else np.zeros(0, RECORD)
+    return records[buckets(records["hi"], parts_bits) == part]
+
+
+def _spans(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Record ranges (sorted) joined when fewer than :data:`SPAN_GAP` bytes apart."""
+    gap = SPAN_GAP // RECORD.itemsize
+    spans: list[tuple[int, int]] = []
+    for first, end in ranges:
+        if end <= first:
+            continue
+        if spans and first - spans[-1][1] < gap:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((first, end))
+    return spans
+
+
+def _windows(spans: list[tuple[int, int]]) -> Iterable[list[tuple[int, int]]]:
+    """The spans in groups of at most :data:`SPAN_BYTES` (a span bigger than that on its own)."""
+    most, window, size = SPAN_BYTES // RECORD.itemsize, [], 0
+    for first, end in spans:
+        if window and size + end - first > most:
+            yield window
+            window, size = [], 0
+        window.append((first, end))
+        size += end - first
+    if window:
+        yield window
+
+
+def _matches(records: np.ndarray, wanted: np.ndarray, since: int, until: int | None) -> np.ndarray:
+    """Which ``wanted`` keys are among ``records`` (sorted, each bucket whole) in the time range."""
+    left = np.searchsorted(records["hi"], wanted["hi"], "left")
+    right = np.searchsorted(records["hi"], wanted["hi"], "right")
+    lengths = right - left
+    found = np.zeros(len(wanted), bool)
+    if not lengths.any():
+        return found
+    owner = np.repeat(np.arange(len(wanted)), lengths)  # one row per candidate (same top 64 bits)
+    position = np.repeat(left, lengths) + (
+        np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    )
+    candidate = records[position]
+    hit = (candidate["lo"] == wanted["lo"][owner]) & (candidate["at"] >= since)
+    if until is not None:
+        hit &= candidate["at"] < until
+    found[owner[hit]] = True
+    return found
