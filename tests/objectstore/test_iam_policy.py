@@ -350,3 +350,123 @@ def test_everything_runs_as_a_user_holding_only_the_readme_policy(aws, tmp_path)
     listings = {(resource, prefix) for action, resource, prefix in calls if action == "s3:ListBucket"}
     assert all(prefix.startswith(f"{project.prefix}/") for r, prefix in listings if r.endswith(BUCKET))
     assert all(prefix.startswith(f"{export}/") for r, prefix in listings if r.endswith(EXPORT_BUCKET))
+
+
+def as_user(monkeypatch: pytest.MonkeyPatch, keys: dict[str, str]) -> None:
+    """This process's boto3 clients made from now on sign as ``keys``' user."""
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # the default session keeps the keys it read
+
+
+def test_refusals_are_insufficient_permissions_naming_the_call_and_the_resource(aws, tmp_path, monkeypatch):
+    from eventlake.catalog import TableSpec
+    from eventlake.catalog.glue import GlueCatalog
+    from eventlake.errors import PermissionsError
+    from eventlake.storage import ObjectPath, StorageError, StoragePermissionsError
+    from eventlake.storage.s3 import S3Storage
+
+    prefix = f"t-{uuid.uuid4().hex[:10]}"
+    policy = readme_policies(BUCKET, prefix)[0]
+    project = Project.create(tmp_path / "project", aws, prefix, without(policy, "s3:PutObject"))
+    root = ObjectPath("s3", BUCKET, prefix)
+    aws.client("s3").put_object(Bucket=BUCKET, Key=f"{prefix}/kept", Body=b"1")
+
+    as_user(monkeypatch, project.keys)
+    storage = S3Storage(endpoint_url=aws.moto.endpoint, region=REGION)
+    assert storage.read(root / "kept") == b"1"
+    refusals = {
+        "PutObject": (lambda: storage.write(root / "new", b"2"), root / "new", "allow s3:PutObject on "
+                      f"arn:aws:s3:::{BUCKET}/{prefix}/new"),
+        "ListObjectsV2": (lambda: storage.list(ObjectPath("s3", EXPORT_BUCKET, "x")),
+                          ObjectPath("s3", EXPORT_BUCKET, "x/"),
+                          f"allow s3:ListBucket on arn:aws:s3:::{EXPORT_BUCKET} for the prefix x/"),
+        "CopyObject": (lambda: storage.publish(root / "kept", root / "final"), root / "final",
+                       f"allow s3:GetObject on arn:aws:s3:::{BUCKET}/{prefix}/kept and s3:PutObject on "
+                       f"arn:aws:s3:::{BUCKET}/{prefix}/final"),
+    }  # fmt: skip
+    for call, (attempt, resource, fix) in refusals.items():
+        with pytest.raises(StoragePermissionsError) as error:
+            attempt()
+        refused = error.value
+        assert refused.code == "insufficient_permissions" and isinstance(refused, StorageError)
+        assert (refused.call, refused.resource) == (call, str(resource))
+        assert str(refused).startswith(f"S3 refused {call} on {resource} (AccessDenied): {fix}"), str(refused)
+
+    # the `eventlake` command: a one-line error, the CLI's exit code
+    done = subprocess.run(
+        [str(EVENTLAKE), "--config", str(project.config), "suppress", "add", "u9", "--source", project.slug],
+        capture_output=True, text=True, timeout=120, env=project.env(),
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    refusal = r"S3 refused PutObject on s3://\S+/suppression/\S+ \(AccessDenied\): allow s3:PutObject on arn:"
+    assert re.search(
+        r"^error: suppression list s3://\S+: cannot take the lease: \S+: " + refusal, done.stderr
+    )
+
+    # DeleteObjects answers each key: the refused one is named
+    project.keys = aws.user(for_moto(without(policy, "s3:DeleteObject"), BUCKET))
+    as_user(monkeypatch, project.keys)
+    storage = S3Storage(endpoint_url=aws.moto.endpoint, region=REGION)
+    with pytest.raises(
+        StoragePermissionsError, match=rf"S3 refused DeleteObjects on {root}/kept \(AccessDenied\)"
+    ):
+        storage.delete_tree(root)
+    assert storage.read(root / "kept") == b"1"
+
+    # Glue: the operation, the table's ARN, the IAM action
+    project.keys = aws.user(for_moto(without(policy, "glue:CreateTable"), BUCKET))
+    as_user(monkeypatch, project.keys)
+    catalog = GlueCatalog.from_settings(project.settings.catalog)
+    catalog.ensure_database("iam_refusals")
+    spec = TableSpec("iam_refusals", "page", (("message_id", "string"),), ("day",), f"{root}/page")
+    with pytest.raises(PermissionsError) as error:
+        catalog.create_table(spec)
+    refused = error.value
+    assert refused.code == "insufficient_permissions"
+    assert refused.fields == {
+        "call": "glue:CreateTable",
+        "resource": f"arn:aws:glue:{REGION}:ACCOUNT:table/iam_refusals/page",
+    }
+    assert str(refused).startswith("Glue refused creating table iam_refusals.page (CreateTable): ")
+    assert "allow glue:CreateTable on arn:aws:glue:us-east-1:ACCOUNT:catalog, " in str(refused)
+
+
+def test_databases_an_administrator_created_need_no_create_database(aws, tmp_path, monkeypatch):
+    """Segment Data Lakes' set-up: the role may not call CreateDatabase, an administrator created
+    the source's database and ``__segment_datalake`` beforehand. The sync never asks to create them."""
+    from eventlake.catalog.glue import GlueCatalog
+    from eventlake.errors import PermissionsError
+    from eventlake.sync.report import REPORTS_DATABASE
+
+    prefix = f"t-{uuid.uuid4().hex[:10]}"
+    policy = without(readme_policies(BUCKET, prefix)[0], "glue:CreateDatabase")
+    project = Project.create(tmp_path / "project", aws, prefix, policy)
+    database = project.source.database
+    for name in (database, REPORTS_DATABASE):
+        try:
+            aws.client("glue").create_database(DatabaseInput={"Name": name})
+        except aws.client("glue").exceptions.AlreadyExistsException:
+            pass  # the reports' database of another test of this server
+
+    collector = Server.start(project, "serve", tmp_path / "serve.log", collector__seal_max_age_seconds="0.5")
+    try:
+        page = {"type": "page", "userId": "u1", "messageId": "p1", "name": "Home"}
+        collect(project, collector, [track("m1", "u1", revenue=9.5), page])
+    finally:
+        collector.stop()
+    synced = project.run("sync")
+    assert "Success, 2 rows in 2 tables" in synced.stderr, synced.stderr
+    tables = aws.client("glue").get_tables(DatabaseName=database)["TableList"]
+    assert {"track_order_completed", "page"} <= {t["Name"] for t in tables}
+    assert "glue:CreateDatabase" not in {action for action, _, _ in aws.calls(project.keys)}
+
+    # a database nobody created: the refusal says which call and which database
+    as_user(monkeypatch, project.keys)
+    catalog = GlueCatalog.from_settings(project.settings.catalog)
+    refusal = (
+        r"refused creating database nowhere_db \(CreateDatabase\).*CreateDatabase on .*:database/nowhere_db"
+    )
+    with pytest.raises(PermissionsError, match=refusal):
+        catalog.ensure_database("nowhere_db")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -72,6 +73,18 @@ class GlueError(EventLakeError):
 UNMODELED_DENIED_CODES = ("UnrecognizedClientException", "AccessDenied", "403")
 
 
+def _answer(exc: Exception) -> str:
+    """AWS's refusal on one line: its code and message (from the XML body a query-protocol
+    answer carries, as moto's does), else the exception's text."""
+    error = getattr(exc, "response", None) or {}
+    details = error.get("Error", {}) if isinstance(error, dict) else {}
+    text, code = str(details.get("Message") or exc), str(details.get("Code") or "")
+    inner = re.search(r"<Code>(.*?)</Code>.*?<Message>(.*?)</Message>", text, re.S)
+    if inner:
+        code, text = inner[1], inner[2]
+    return " ".join((f"{code}: {text}" if code else text).split())
+
+
 def operation_name(method: str) -> str:
     """The Glue API operation (and IAM action) of a boto3 method.
 
@@ -125,7 +138,7 @@ class GlueCatalog(Catalog):
             operation = operation_name(method)
             resources = self._resources(params)
             return PermissionsError(
-                f"Glue refused {doing} ({operation}): {exc}; allow glue:{operation} on "
+                f"Glue refused {doing} ({operation}): {_answer(exc)}; allow glue:{operation} on "
                 f"{', '.join(resources)} (see the README's IAM policy)",
                 call=f"glue:{operation}", resource=resources[-1],
             )  # fmt: skip
