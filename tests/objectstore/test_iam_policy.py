@@ -13,6 +13,10 @@ Where moto 5.2.5 checks less than AWS, the test checks for it or adapts, and say
 - it authorizes DeleteObjects against the bucket's ARN (AWS: each key's), so for moto the user may
   also call s3:DeleteObject on ``arn:aws:s3:::BUCKET`` (an ARN no object has on AWS);
 - it ignores ``StringLike`` conditions: the test checks every listing's prefix itself.
+
+IAM enforcement costs moto next to nothing (800 S3 and Glue requests: 31.6-36.4 s enforced, 32.8-33.8 s
+not, on a busy 2-core machine); the first test's minutes are its four Spark processes (three syncs and
+a replay), so its data is a handful of messages.
 """
 
 from __future__ import annotations
