@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from eventlake.errors import ConfigError
-from eventlake.storage import LocalStorage, Storage, StorageError, load_storage, storage_scheme
+from eventlake.storage import (
+    LocalStorage,
+    Storage,
+    StorageError,
+    StoragePermissionsError,
+    load_storage,
+    storage_scheme,
+)
 from eventlake.storage.local import make_dirs, write_atomic
 from eventlake.storage.location import Location, ObjectPath
 
@@ -317,8 +324,11 @@ def test_object_stores_pickle_by_their_settings_and_never_show_a_credential(azur
     monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
     monkeypatch.setenv("AZURE_STORAGE_KEY", wrong)
     storage, path = AzureStorage(endpoint_url=azurite.endpoint), azure_root() / "f"
-    with pytest.raises(StorageError, match=r"refused the credentials from AZURE_STORAGE_KEY") as error:
+    with pytest.raises(
+        StorageError, match=r"Azure refused Get Blob on .*check the credentials from AZURE_STORAGE_KEY"
+    ) as error:
         storage.read(path)
+    assert error.value.code == "insufficient_permissions"
     shipped = pickle.dumps(storage)
     assert wrong not in str(error.value) and wrong not in repr(storage) and wrong.encode() not in shipped
 
@@ -329,6 +339,41 @@ def test_object_stores_pickle_by_their_settings_and_never_show_a_credential(azur
     copy.write(path, b"shipped")
     assert pickle.loads(pickle.dumps(copy)).read(path) == b"shipped"
     assert AZURITE_KEY.encode() not in pickle.dumps(copy) and AZURITE_KEY not in repr(copy)
+
+
+def test_an_azure_refusal_is_insufficient_permissions_naming_the_call_and_the_blob(azurite, monkeypatch):
+    """A shared access signature that may read and list but not write: Azure's 403 to the write
+    (AuthorizationPermissionMismatch) names the call, the blob and the role to grant."""
+    from datetime import timedelta
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    from eventlake.storage.azure import AzureStorage
+    from eventlake.timestamps import now_utc
+
+    root = azure_root()
+    AzureStorage(endpoint_url=azurite.endpoint).write(root / "kept", b"1")  # the account key
+    sas = generate_container_sas(
+        AZURITE_ACCOUNT, CONTAINER, account_key=AZURITE_KEY,
+        permission=ContainerSasPermissions(read=True, list=True), expiry=now_utc() + timedelta(hours=1),
+    )  # fmt: skip
+    monkeypatch.delenv("AZURE_STORAGE_KEY", raising=False)
+    monkeypatch.setenv(
+        "AZURE_STORAGE_CONNECTION_STRING", f"BlobEndpoint={azurite.endpoint};SharedAccessSignature={sas}"
+    )
+    storage = AzureStorage()
+    assert storage.read(root / "kept") == b"1" and [f.path for f in storage.list(root)] == [root / "kept"]
+    for attempt in (lambda: storage.write(root / "new", b"2"), lambda: storage.delete(root / "kept")):
+        with pytest.raises(StoragePermissionsError) as error:
+            attempt()
+        refused = error.value
+        assert refused.code == "insufficient_permissions" and isinstance(refused, StorageError)
+        assert refused.call in ("Put Blob", "Delete Blob") and refused.resource.startswith(str(root))
+        assert f"Azure refused {refused.call} on {refused.resource} (AuthorizationPermissionMismatch)" in str(
+            refused
+        )
+        assert f"Storage Blob Data Contributor on the container {CONTAINER}" in str(refused)
+        assert sas not in str(refused)
 
 
 def test_azure_credentials_come_from_the_connection_string_else_say_what_to_set(azurite, monkeypatch):

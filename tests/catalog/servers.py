@@ -223,9 +223,10 @@ class Moto:
         return f"http://127.0.0.1:{self.port}"
 
     @classmethod
-    def start(cls, log: Path, port: int = 0) -> Moto:
+    def start(cls, log: Path, port: int = 0, env: dict[str, str] | None = None) -> Moto:
         """``python -m moto.server`` on 127.0.0.1:``port`` (a free one when 0; a start on the same
-        port brings the store back, empty, after an outage), once it listens."""
+        port brings the store back, empty, after an outage), once it listens. ``env``: moto's
+        settings (``INITIAL_NO_AUTH_ACTION_COUNT``, ``MOTO_ENABLE_RECORDING``, ...)."""
         try:
             import moto.server  # noqa: F401
         except ImportError:
@@ -237,6 +238,7 @@ class Moto:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})},
             )
         server = cls(port, process, log)
         wait_until(lambda: port_open(port), "moto_server", process, log)

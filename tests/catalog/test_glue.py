@@ -263,7 +263,8 @@ def test_answers_that_mean_nothing_to_do_are_not_errors() -> None:
     assert glue.table_columns("db", "t") is None
     stubber.add_client_error("get_tables", service_error_code="EntityNotFoundException")
     assert glue.list_tables("db") == []
-    stubber.add_client_error("create_database", service_error_code="AlreadyExistsException")
+    stubber.add_client_error("get_tables", service_error_code="EntityNotFoundException")  # no database
+    stubber.add_client_error("create_database", service_error_code="AlreadyExistsException")  # now there
     glue.ensure_database("db")
     stubber.assert_no_pending_responses()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -67,8 +68,30 @@ class GlueError(EventLakeError):
     """Glue answered with an error eventlake does not expect."""
 
 
-# AWS's answer to an unknown access key: not in Glue's model, so the client has no class for it
-UNMODELED_DENIED_CODES = ("UnrecognizedClientException",)
+# AWS's answer to an unknown access key, and a refusal in the query protocol's shape (moto's): not
+# in Glue's model, so the client has no class for them
+UNMODELED_DENIED_CODES = ("UnrecognizedClientException", "AccessDenied", "403")
+
+
+def _answer(exc: Exception) -> str:
+    """AWS's refusal on one line: its code and message (from the XML body a query-protocol
+    answer carries, as moto's does), else the exception's text."""
+    error = getattr(exc, "response", None) or {}
+    details = error.get("Error", {}) if isinstance(error, dict) else {}
+    text, code = str(details.get("Message") or exc), str(details.get("Code") or "")
+    inner = re.search(r"<Code>(.*?)</Code>.*?<Message>(.*?)</Message>", text, re.S)
+    if inner:
+        code, text = inner[1], inner[2]
+    return " ".join((f"{code}: {text}" if code else text).split())
+
+
+def operation_name(method: str) -> str:
+    """The Glue API operation (and IAM action) of a boto3 method.
+
+    >>> operation_name("batch_create_partition")
+    'BatchCreatePartition'
+    """
+    return "".join(word.title() for word in method.split("_"))
 
 
 class GlueCatalog(Catalog):
@@ -99,17 +122,43 @@ class GlueCatalog(Catalog):
 
     # -- calls --------------------------------------------------------------------------------
 
-    def _translate(self, exc: Exception, doing: str) -> EventLakeError:
-        """A Glue or credentials error as eventlake's: refusals are :class:`PermissionsError`."""
+    def _translate(self, exc: Exception, doing: str, method: str, params: dict[str, Any]) -> EventLakeError:
+        """A Glue or credentials error as eventlake's: refusals are :class:`PermissionsError`s naming
+        the call, the resources and the IAM action to allow."""
         from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
 
         denied = (self.client.exceptions.AccessDeniedException, NoCredentialsError, PartialCredentialsError)
         if isinstance(exc, denied) or (
             isinstance(exc, ClientError)
-            and exc.response.get("Error", {}).get("Code") in UNMODELED_DENIED_CODES
+            and (
+                exc.response.get("Error", {}).get("Code") in UNMODELED_DENIED_CODES
+                or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 403
+            )
         ):
-            return PermissionsError(f"Glue refused {doing}: {exc}")
+            operation = operation_name(method)
+            resources = self._resources(params)
+            return PermissionsError(
+                f"Glue refused {doing} ({operation}): {_answer(exc)}; allow glue:{operation} on "
+                f"{', '.join(resources)} (see the README's IAM policy)",
+                call=f"glue:{operation}", resource=resources[-1],
+            )  # fmt: skip
         return GlueError(f"Glue failed {doing}: {exc}")
+
+    def _resources(self, params: dict[str, Any]) -> list[str]:
+        """The ARNs a call's parameters name: the catalog, the database, the table."""
+        base = f"arn:aws:glue:{self.client.meta.region_name}:{params.get('CatalogId') or 'ACCOUNT'}"
+        found = [f"{base}:catalog"]
+        database = params.get("DatabaseName") or params.get("DatabaseInput", {}).get("Name")
+        table = params.get("TableName") or params.get("TableInput", {}).get("Name")
+        if database is None:
+            database = params.get("Name")  # DeleteDatabase
+        elif table is None:
+            table = params.get("Name")  # GetTable, DeleteTable
+        if database:
+            found.append(f"{base}:database/{database}")
+        if database and table:
+            found.append(f"{base}:table/{database}/{table}")
+        return found
 
     def _call(
         self, operation: str, doing: str, ignore: tuple[type[Exception], ...] = (), **params: Any
@@ -125,7 +174,7 @@ class GlueCatalog(Catalog):
         except EventLakeError:
             raise
         except Exception as exc:
-            raise self._translate(exc, doing) from exc
+            raise self._translate(exc, doing, operation, params) from exc
 
     def _get_table(self, database: str, table: str) -> dict[str, Any] | None:
         answer = self._call(
@@ -147,12 +196,24 @@ class GlueCatalog(Catalog):
         except self.client.exceptions.EntityNotFoundException:
             return []
         except Exception as exc:
-            raise self._translate(exc, doing) from exc
+            raise self._translate(exc, doing, operation, params) from exc
         return items
 
     # -- the interface ------------------------------------------------------------------------
 
     def ensure_database(self, name: str) -> None:
+        """Create the database unless it exists. Whether it exists is asked with GetTables (which
+        the sync needs anyway), so that a database an administrator created beforehand works with
+        credentials that may not call CreateDatabase (as Segment Data Lakes documents)."""
+        exists = self._call(
+            "get_tables",
+            f"looking up database {name}",
+            ignore=(self.client.exceptions.EntityNotFoundException,),
+            DatabaseName=name,
+            MaxResults=1,
+        )
+        if exists is not None:
+            return
         self._call(
             "create_database",
             f"creating database {name}",

@@ -7,7 +7,7 @@ A lake root is a local path or a URI; :func:`load_storage` gives the store that 
 from __future__ import annotations
 
 from eventlake.errors import ConfigError
-from eventlake.storage.base import FileInfo, Storage, StorageError
+from eventlake.storage.base import FileInfo, Storage, StorageError, StoragePermissionsError
 from eventlake.storage.local import LocalStorage
 from eventlake.storage.location import Location, ObjectPath, hadoop_uri, to_location, uri_scheme
 
@@ -43,6 +43,7 @@ __all__ = [
     "ObjectPath",
     "Storage",
     "StorageError",
+    "StoragePermissionsError",
     "hadoop_uri",
     "load_storage",
     "storage_scheme",

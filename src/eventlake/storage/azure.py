@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 
 from eventlake.errors import DependencyError
 from eventlake.storage import base
-from eventlake.storage.base import FileInfo, Storage, StorageError, coalesce, cut
+from eventlake.storage.base import FileInfo, Storage, StorageError, StoragePermissionsError, coalesce, cut
 from eventlake.storage.keys import glob_match
 from eventlake.storage.location import Location, ObjectPath
 
@@ -259,29 +259,38 @@ class AzureStorage(Storage):
     def _container(self, where: ObjectPath) -> Any:
         return self._service(where).get_container_client(_container_name(where))
 
+    def _refusal(self, call: str, where: ObjectPath, answer: str) -> StoragePermissionsError:
+        """Azure's 401/403 to ``call`` on ``where``: which credentials, and the role they need."""
+        host, container = _host(where), _container_name(where)
+        source, account = self._sources.get(host, ("the credential chain", host.split(".")[0]))
+        return StoragePermissionsError(
+            "Azure", call, str(where), answer,
+            f"check the credentials from {source} for the storage account {account}, and that they "
+            f"hold the role Storage Blob Data Contributor on the container {container}; else "
+            f"{CREDENTIALS_HELP}",
+        )  # fmt: skip
+
     @contextmanager
-    def _refusals(self, where: ObjectPath) -> Iterator[None]:
-        """Azure's answers that are the set-up's fault (credentials, roles, a missing container,
-        an unreachable endpoint), as a :class:`StorageError` that names the fix and carries no
-        credential (the SDK's own messages may show a request's URL, with a SAS token)."""
+    def _refusals(self, where: ObjectPath, call: str) -> Iterator[None]:
+        """Azure's answers to ``call`` (an operation of the Blob API) that are the set-up's fault
+        (credentials, roles, a missing container, an unreachable endpoint), as a
+        :class:`StorageError` that names the fix and carries no credential (the SDK's own messages
+        may show a request's URL, with a SAS token); a 401/403 as a
+        :class:`StoragePermissionsError` (``insufficient_permissions``)."""
         try:
             yield
         except (ClientAuthenticationError, HttpResponseError) as error:
             # ClientAuthenticationError: 403 AuthenticationFailed, or no identity at all
-            host, container = _host(where), _container_name(where)
-            source, account = self._sources.get(host, ("the credential chain", host.split(".")[0]))
             if _code(error) == "ContainerNotFound":
+                host, container = _host(where), _container_name(where)
+                account = self._sources.get(host, ("", host.split(".")[0]))[1]
                 raise StorageError(
                     f"{where}: the container {container} does not exist in the storage account "
                     f"{account}: create it (az storage container create --name {container})"
                 ) from None
             if isinstance(error, ClientAuthenticationError) or _status(error) in (401, 403):
-                raise StorageError(
-                    f"{where}: Azure refused the credentials from {source} for the storage account "
-                    f"{account} ({_code(error) or type(error).__name__}): check {source}, and that "
-                    f"they hold the role Storage Blob Data Contributor on the container {container}; "
-                    f"else {CREDENTIALS_HELP}"
-                ) from None
+                answer = _code(error) or f"{_status(error) or type(error).__name__}"
+                raise self._refusal(call, where, answer) from None
             raise
         except (ServiceRequestError, ServiceResponseError) as error:
             client = self._clients.get(_host(where))
@@ -295,7 +304,7 @@ class AzureStorage(Storage):
 
     def read(self, path: Location) -> bytes:
         where = _file(path)
-        with self._refusals(where):
+        with self._refusals(where, "Get Blob"):
             try:
                 return cast(bytes, self._blob(where).download_blob().readall())
             except ResourceNotFoundError as error:
@@ -312,7 +321,7 @@ class AzureStorage(Storage):
         blob = self._blob(where)
 
         def get(span: tuple[int, int]) -> bytes:
-            with self._refusals(where):
+            with self._refusals(where, "Get Blob"):
                 try:
                     return cast(bytes, blob.download_blob(offset=span[0], length=span[1]).readall())
                 except ResourceNotFoundError as error:
@@ -333,14 +342,14 @@ class AzureStorage(Storage):
 
     def write(self, path: Location, data: bytes, *, private: bool = False) -> None:
         where = _file(path)
-        with self._refusals(where):
+        with self._refusals(where, "Put Blob"):
             self._blob(where).upload_blob(data, overwrite=True)
 
     def write_new(self, path: Location, data: bytes) -> bool:
         """An upload with ``If-None-Match: *``: 409 ``BlobAlreadyExists`` (or 412 on the commit of
         a large upload) when the blob exists."""
         where = _file(path)
-        with self._refusals(where):
+        with self._refusals(where, "Put Blob"):
             try:
                 self._blob(where).upload_blob(data, overwrite=False)
             except (ResourceExistsError, ResourceModifiedError) as error:
@@ -356,13 +365,13 @@ class AzureStorage(Storage):
             yield cast(BinaryIO, buffer)
             size = buffer.seek(0, os.SEEK_END)
             buffer.seek(0)
-            with self._refusals(where):
+            with self._refusals(where, "Put Blob"):
                 self._blob(where).upload_blob(buffer, length=size, overwrite=True)
 
     def exists(self, path: Location) -> bool:
         """Whether a file is there (an ADLS Gen2 directory is not a file)."""
         where = _file(path)
-        with self._refusals(where):
+        with self._refusals(where, "Get Blob Properties"):
             try:
                 properties = self._blob(where).get_blob_properties()
             except ResourceNotFoundError as error:
@@ -374,7 +383,7 @@ class AzureStorage(Storage):
     def _blobs(self, folder: ObjectPath) -> Iterator[tuple[str, int, bool]]:
         """Every (name, size, is a directory) under ``folder``, in name order."""
         prefix = f"{folder.key}/" if folder.key else ""
-        with self._refusals(folder):
+        with self._refusals(folder, "List Blobs"):
             for blob in self._container(folder).list_blobs(name_starts_with=prefix, include=["metadata"]):
                 yield blob.name, int(blob.size or 0), _is_folder(blob.metadata)
 
@@ -394,7 +403,7 @@ class AzureStorage(Storage):
 
     def delete(self, path: Location) -> None:
         where = _file(path)
-        with self._refusals(where):
+        with self._refusals(where, "Delete Blob"):
             try:
                 self._blob(where).delete_blob()
             except ResourceNotFoundError as error:
@@ -417,7 +426,7 @@ class AzureStorage(Storage):
             self.delete(ObjectPath(folder.scheme, folder.authority, name))
 
     def _delete_batch(self, folder: ObjectPath, names: list[str]) -> None:
-        with self._refusals(folder):
+        with self._refusals(folder, "Blob Batch (Delete Blob)"):
             try:
                 responses = list(self._container(folder).delete_blobs(*names, raise_on_any_failure=False))
             except HttpResponseError as error:
@@ -432,10 +441,12 @@ class AzureStorage(Storage):
             if response.status_code not in (200, 202, 204, 404):  # 404: gone already
                 code = response.headers.get("x-ms-error-code", "") or response.status_code
                 where = ObjectPath(folder.scheme, folder.authority, name)
+                if response.status_code in (401, 403):
+                    raise self._refusal("Blob Batch (Delete Blob)", where, str(code))
                 raise StorageError(f"could not delete {where}: {code}")
 
     def _is_directory(self, where: ObjectPath) -> bool:
-        with self._refusals(where):
+        with self._refusals(where, "Get Blob Properties"):
             try:
                 return _is_folder(self._blob(where).get_blob_properties().metadata)
             except ResourceNotFoundError as error:
@@ -446,7 +457,7 @@ class AzureStorage(Storage):
     def publish(self, staged: Location, final: Location) -> bool:
         staged, final = _file(staged), _file(final)
         source, target = self._blob(staged), self._blob(final)
-        with self._refusals(final):
+        with self._refusals(final, "Copy Blob"):
             try:
                 copy = target.start_copy_from_url(source.url)
             except ResourceNotFoundError as error:

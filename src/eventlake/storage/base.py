@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from eventlake.errors import EventLakeError
+from eventlake.errors import EventLakeError, PermissionsError
 from eventlake.storage.location import Location
 
 # an object store's read_ranges: ranges closer than RANGE_GAP bytes share one ranged request of at
@@ -33,6 +33,19 @@ RANGE_THREADS = 16
 
 class StorageError(EventLakeError):
     code = "storage_error"
+
+
+class StoragePermissionsError(PermissionsError, StorageError):
+    """The store refused ``call`` (its API operation) on ``resource`` (a path): the credentials
+    lack a permission, or are not valid. Its code is ``insufficient_permissions``; ``fix`` says
+    which permission to grant."""
+
+    def __init__(self, store: str, call: str, resource: str, answer: str, fix: str) -> None:
+        super().__init__(
+            f"{store} refused {call} on {resource} ({answer}): {fix}", call=call, resource=resource
+        )
+        self.call = call
+        self.resource = resource
 
 
 @dataclass(frozen=True)

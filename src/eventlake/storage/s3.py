@@ -15,6 +15,10 @@ Guarantees, as the interface asks:
 - ``private`` is ignored: objects are private to the bucket's owner unless its policy says
   otherwise.
 
+A refusal (403: ``AccessDenied``, or credentials S3 does not accept) is a
+:class:`~eventlake.storage.base.StoragePermissionsError` (``insufficient_permissions``) naming the
+S3 call, the object and the IAM action to allow.
+
 Credentials come from boto3's default chain (environment, profile, instance role); this module
 never logs them and never puts them in an error. The endpoint of an S3-compatible store comes from
 the ``endpoint_url`` argument, else ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL``.
@@ -32,7 +36,7 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO, cast
 
 from eventlake.storage import base
-from eventlake.storage.base import FileInfo, Storage, StorageError, coalesce, cut
+from eventlake.storage.base import FileInfo, Storage, StorageError, StoragePermissionsError, coalesce, cut
 from eventlake.storage.keys import glob_match
 from eventlake.storage.location import Location, ObjectPath
 
@@ -41,6 +45,14 @@ DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 CONFLICT_RETRIES = 3  # write_new's retries of a 409 ConditionalRequestConflict
 _CLIENT_LOCK = threading.Lock()
 SCHEMES = ("s3", "s3a")  # s3a: the Hadoop spelling of the same buckets
+# the IAM action each S3 call of this module needs on its object (ListObjectsV2: on the bucket)
+IAM_ACTIONS = {
+    "GetObject": "s3:GetObject", "HeadObject": "s3:GetObject", "PutObject": "s3:PutObject",
+    "CopyObject": "s3:PutObject", "DeleteObject": "s3:DeleteObject", "DeleteObjects": "s3:DeleteObject",
+    "ListObjectsV2": "s3:ListBucket",
+}  # fmt: skip
+# 403s that are about the credentials themselves, not about what they may do
+CREDENTIAL_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken")
 
 
 def _error_code(error: Exception) -> str:  # of a botocore ClientError
@@ -55,6 +67,45 @@ def _status(error: Exception) -> int:
 
 def _not_found(error: Exception) -> bool:
     return _error_code(error) in ("404", "NoSuchKey", "NotFound") or _status(error) == 404
+
+
+def _refused(error: Exception) -> bool:
+    return _error_code(error) in ("AccessDenied", *CREDENTIAL_CODES) or _status(error) == 403
+
+
+def _arn(where: ObjectPath) -> str:
+    return f"arn:aws:s3:::{where.authority}/{where.key}"
+
+
+def _refusal(
+    call: str, where: ObjectPath, answer: str, source: ObjectPath | None = None
+) -> StoragePermissionsError:
+    """S3's refusal of ``call`` on ``where`` (``source``: a copy's), with the permission it needs."""
+    if answer in CREDENTIAL_CODES:
+        fix = (
+            "S3 does not accept the AWS credentials: check boto3's credential chain (AWS_ACCESS_KEY_ID "
+            "and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or the machine's role)"
+        )
+    elif call == "ListObjectsV2":
+        fix = f"allow s3:ListBucket on arn:aws:s3:::{where.authority} for the prefix {where.key}"
+    elif call == "CopyObject" and source is not None:
+        fix = f"allow s3:GetObject on {_arn(source)} and s3:PutObject on {_arn(where)}"
+    else:
+        fix = f"allow {IAM_ACTIONS.get(call, 's3:' + call)} on {_arn(where)}"
+        if call == "HeadObject":  # S3 answers a missing object with 403 when ListBucket is not allowed
+            fix += f" and s3:ListBucket on arn:aws:s3:::{where.authority}"
+    return StoragePermissionsError("S3", call, str(where), answer, fix + " (see the README's IAM policy)")
+
+
+@contextmanager
+def _refusals(call: str, where: ObjectPath, source: ObjectPath | None = None) -> Iterator[None]:
+    """S3's refusals inside the block as :class:`StoragePermissionsError`; other errors as they are."""
+    try:
+        yield
+    except Exception as error:
+        if getattr(error, "response", None) and _refused(error):
+            raise _refusal(call, where, _error_code(error) or str(_status(error)), source) from error
+        raise
 
 
 def s3_endpoint(endpoint_url: str | None = None) -> str | None:
@@ -96,7 +147,8 @@ class S3Storage(Storage):
     def read(self, path: Location) -> bytes:
         where = _object(path)
         try:
-            response = self.client.get_object(Bucket=where.authority, Key=where.key)
+            with _refusals("GetObject", where):
+                response = self.client.get_object(Bucket=where.authority, Key=where.key)
         except self.client.exceptions.ClientError as error:
             if _not_found(error):
                 raise FileNotFoundError(str(where)) from None
@@ -114,9 +166,10 @@ class S3Storage(Storage):
         def get(span: tuple[int, int]) -> bytes:
             start, length = span
             try:
-                response = client.get_object(
-                    Bucket=where.authority, Key=where.key, Range=f"bytes={start}-{start + length - 1}"
-                )
+                with _refusals("GetObject", where):
+                    response = client.get_object(
+                        Bucket=where.authority, Key=where.key, Range=f"bytes={start}-{start + length - 1}"
+                    )
             except client.exceptions.ClientError as error:
                 if _not_found(error):
                     raise FileNotFoundError(str(where)) from None
@@ -134,7 +187,8 @@ class S3Storage(Storage):
 
     def write(self, path: Location, data: bytes, *, private: bool = False) -> None:
         where = _object(path)
-        self.client.put_object(Bucket=where.authority, Key=where.key, Body=data)
+        with _refusals("PutObject", where):
+            self.client.put_object(Bucket=where.authority, Key=where.key, Body=data)
 
     def write_new(self, path: Location, data: bytes) -> bool:
         """A conditional put (``If-None-Match: *``): S3 answers 412 when the key exists, and 409
@@ -142,7 +196,8 @@ class S3Storage(Storage):
         where = _object(path)
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
-                self.client.put_object(Bucket=where.authority, Key=where.key, Body=data, IfNoneMatch="*")
+                with _refusals("PutObject", where):
+                    self.client.put_object(Bucket=where.authority, Key=where.key, Body=data, IfNoneMatch="*")
             except self.client.exceptions.ClientError as error:
                 if _error_code(error) == "PreconditionFailed" or _status(error) == 412:
                     return False
@@ -159,12 +214,14 @@ class S3Storage(Storage):
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as buffer:
             yield cast(BinaryIO, buffer)
             buffer.seek(0)
-            self.client.put_object(Bucket=where.authority, Key=where.key, Body=buffer)
+            with _refusals("PutObject", where):
+                self.client.put_object(Bucket=where.authority, Key=where.key, Body=buffer)
 
     def exists(self, path: Location) -> bool:
         where = _object(path)
         try:
-            self.client.head_object(Bucket=where.authority, Key=where.key)
+            with _refusals("HeadObject", where):
+                self.client.head_object(Bucket=where.authority, Key=where.key)
         except self.client.exceptions.ClientError as error:
             if _not_found(error):
                 return False
@@ -175,9 +232,10 @@ class S3Storage(Storage):
         """Every (key, size) under ``folder``, in key order."""
         prefix = f"{folder.key}/" if folder.key else ""
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=folder.authority, Prefix=prefix)
-        for page in pages:
-            for item in page.get("Contents", []):
-                yield item["Key"], int(item["Size"])
+        with _refusals("ListObjectsV2", ObjectPath(folder.scheme, folder.authority, prefix)):
+            for page in pages:
+                for item in page.get("Contents", []):
+                    yield item["Key"], int(item["Size"])
 
     def list(self, folder: Location, pattern: str = "*") -> list[FileInfo]:
         folder = _object(folder)
@@ -195,35 +253,41 @@ class S3Storage(Storage):
 
     def delete(self, path: Location) -> None:
         where = _object(path)
-        self.client.delete_object(Bucket=where.authority, Key=where.key)  # missing: no error
+        with _refusals("DeleteObject", where):
+            self.client.delete_object(Bucket=where.authority, Key=where.key)  # missing: no error
 
     def delete_tree(self, folder: Location) -> None:
         folder = _object(folder)
         keys = [key for key, _ in self._keys(folder)]
         for start in range(0, len(keys), DELETE_BATCH):
             batch = [{"Key": key} for key in keys[start : start + DELETE_BATCH]]
-            response = self.client.delete_objects(
-                Bucket=folder.authority, Delete={"Objects": batch, "Quiet": True}
-            )
+            with _refusals("DeleteObjects", folder):
+                response = self.client.delete_objects(
+                    Bucket=folder.authority, Delete={"Objects": batch, "Quiet": True}
+                )
             if response.get("Errors"):
                 failed = response["Errors"][0]
                 where = ObjectPath(folder.scheme, folder.authority, failed.get("Key", ""))
+                if failed.get("Code") == "AccessDenied":  # each key's own answer
+                    raise _refusal("DeleteObjects", where, "AccessDenied")
                 raise StorageError(f"could not delete {where}: {failed.get('Code', 'error')}")
 
     def publish(self, staged: Location, final: Location) -> bool:
         staged, final = _object(staged), _object(final)
         try:
-            self.client.copy_object(
-                Bucket=final.authority, Key=final.key,
-                CopySource={"Bucket": staged.authority, "Key": staged.key},
-            )  # fmt: skip
+            with _refusals("CopyObject", final, source=staged):
+                self.client.copy_object(
+                    Bucket=final.authority, Key=final.key,
+                    CopySource={"Bucket": staged.authority, "Key": staged.key},
+                )  # fmt: skip
         except self.client.exceptions.ClientError as error:
             if not _not_found(error):
                 raise
             if self.exists(final):
                 return False
             raise StorageError(f"staged file {staged} vanished before it was published to {final}") from None
-        self.client.delete_object(Bucket=staged.authority, Key=staged.key)
+        with _refusals("DeleteObject", staged):
+            self.client.delete_object(Bucket=staged.authority, Key=staged.key)
         return True
 
     def commit(self, published: Iterable[Location]) -> None:
