@@ -144,7 +144,8 @@ class SourceSync:
             received = F.col("received_at")
             in_range = (received >= F.lit(self.window[0])) & (received < F.lit(self.window[1]))
             parsed = parsed.filter(F.col("ok").isNull() | in_range)
-            if self.segment_types is not None:  # some tables: their messages (no rejected ones)
+            if self.segment_types is not None:  # some tables: their messages only (an invalid
+                # message has no table: the replay keeps its quarantine row, see replace_partitions)
                 parsed = parsed.filter(F.col("ok").isNull() | F.col("segment_type").isin(*self.segment_types))
         totals, shapes = count_parsed(parsed)
         valid, first_received = totals.get((True, False), (0, None))
