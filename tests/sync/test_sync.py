@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import os
 from datetime import timedelta
 from decimal import Decimal
@@ -322,6 +324,29 @@ def test_a_failed_run_commits_nothing_and_the_rerun_syncs_everything(lake, spark
     monkeypatch.undo()
     assert not list(layout.stage_root(lake.settings.lake.root, lake.source.id).glob("*"))
     assert sync(lake, spark).rows == 1
+
+
+class FullDisk(LocalStorage):
+    """A store every write to which fails (a full disk, an unreachable bucket)."""
+
+    @contextlib.contextmanager
+    def open_write(self, path, mode=0o644):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        yield
+
+
+def test_a_store_that_fails_the_run_and_its_report_leaves_the_runs_error(lake, spark):
+    from eventlake.catalog import load_catalog
+    from eventlake.sync.job import SourceSync
+
+    lake.archive([track("m1")])
+    said = []
+    catalog = load_catalog(lake.settings, spark)
+    job = SourceSync(spark, catalog, FullDisk(), lake.settings, lake.source, said.append)
+    with pytest.raises(Exception, match="No space left on device") as failed:
+        job.run()
+    assert "report.json" not in str(failed.value)  # the run's error, not the report's
+    assert any("report.json" in line and "No space left" in line for line in said), said
 
 
 def test_hostile_event_names_stay_inside_their_table(lake, spark):

@@ -119,12 +119,19 @@ class SourceSync:
     def _report_failure(
         self, exc: Exception, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
     ) -> None:
+        """Report the failed run as far as the store and the catalog let it: either may be what
+        failed, and their error must not replace the run's (the caller re-raises that one)."""
         failed = SyncResult.failure(
             self.source.slug, self.source.id, exc, run_id=stage.run_id, start=start,
             input_files=len(files), bytes_in=sum(f.size for f in files),
         )  # fmt: skip
-        write_report_rows(self.storage, report_path(failed, self.lake), report_rows(failed, self.lake))
-        self.storage.delete_tree(stage.root)
+        try:
+            write_report_rows(self.storage, report_path(failed, self.lake), report_rows(failed, self.lake))
+        except Exception as lost:
+            self.say(f"the failure could not be reported: {type(lost).__name__}: {lost}")
+            return  # (the next run deletes the stage)
+        with contextlib.suppress(Exception):  # the next run deletes it otherwise
+            self.storage.delete_tree(stage.root)
         with contextlib.suppress(Exception):  # the catalog may be what failed
             self.catalog.ensure_table(reports_table(self.lake))
             self.catalog.add_partitions(reports_table(self.lake), [report_partition(failed)])
