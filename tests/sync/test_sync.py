@@ -293,8 +293,17 @@ def test_a_run_killed_at_any_commit_step_is_completed_exactly_once(lake, spark, 
     monkeypatch.undo()
 
     state = SyncState(LocalStorage(), lake.settings.lake.root, lake.source.id)
+    [interrupted] = state.pending()
     again = sync(lake, spark)  # completes the interrupted run first; nothing is left to sync after it
-    assert again.status == "Nothing to do"
+    # ... and says what it completed: that run, its rows, not "Nothing to do, 0 rows"
+    assert (again.status, again.run_id, again.rows, again.input_files) == (
+        "Success",
+        interrupted.run_id,
+        2,
+        1,
+    )
+    assert [(t.table, t.rows, t.is_new) for t in again.tables] == [("track_order_completed", 2, True)]
+    assert sync(lake, spark).status == "Nothing to do"
     assert not state.pending() and len(state.synced_files()) == 1
     db = lake.source.database
     assert rows(spark, f"SELECT message_id FROM {db}.track_order_completed ORDER BY 1") == [
@@ -433,7 +442,7 @@ def test_a_second_sync_waits_or_refuses_while_one_runs(lake, spark):
     with open(lock, "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         [skipped] = run_sync(lake.settings, [lake.slug], wait=False, spark=spark, say=lambda line: None)
-        assert skipped.status == SKIPPED and "already running" in skipped.error and skipped.rows == 0
+        assert skipped.status == SKIPPED and "holds its lock" in skipped.error and skipped.rows == 0
         said = []
         threading.Timer(1.0, lambda: fcntl.flock(held, fcntl.LOCK_UN)).start()
         [result] = run_sync(lake.settings, [lake.slug], spark=spark, say=said.append)

@@ -36,6 +36,7 @@ from eventlake.sync.report import (
     BlockedTable,
     SyncResult,
     TableResult,
+    completed_result,
     report_partition,
     report_path,
     report_rows,
@@ -69,9 +70,11 @@ class SourceSync:
         self.segment_types: frozenset[str] | None = None  # a replay of some tables: theirs
 
     def run(self) -> SyncResult:
+        completed = []  # the interrupted runs' reports, for a rerun to say what it published
         for manifest in self.state.pending():
             self.say(f"completing interrupted run {manifest.run_id}")
             apply(manifest, self.catalog, self.state, self.storage, self.lake)
+            completed.append(manifest.report)
         self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
         synced = self.state.synced_files()
         if self.replay is not None:
@@ -89,7 +92,9 @@ class SourceSync:
         start = now_utc()
         run_id = new_run_id(start)
         if not files:
-            return SyncResult(self.source.slug, self.source.id, run_id, "Nothing to do", start, now_utc())
+            return completed_result(completed) or SyncResult(
+                self.source.slug, self.source.id, run_id, "Nothing to do", start, now_utc()
+            )
         doing = (
             "syncing"
             if self.window is None
