@@ -4,26 +4,41 @@ expiry) on a real moto S3 server, and two `eventlake sync` processes of two proj
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
 import subprocess
 import time
 import uuid
+from datetime import timedelta
 
+import orjson
 import pytest
 
-from eventlake.config import load_settings
+from eventlake import layout
+from eventlake.catalog import load_catalog
+from eventlake.config import RetentionSettings, load_settings
 from eventlake.query import run_query
 from eventlake.storage import ObjectPath
-from eventlake.storage.lease import Lease, LeaseLostError
+from eventlake.storage.lease import LEASE_NAME, Lease, LeaseLostError, lease_name
 from eventlake.storage.s3 import S3Storage
+from eventlake.sync import run_sync
+from eventlake.sync.erase import delete_user
+from eventlake.sync.retention import apply_retention
+from eventlake.timestamps import now_utc
 from tests.catalog.conftest import clean_env
 from tests.catalog.servers import AWS_ENV
 from tests.collect.harness import EVENTLAKE
 from tests.conftest import Lake
+from tests.sync.test_sync import track
 
 from .conftest import BUCKET, s3_project
 
 pytestmark = pytest.mark.integration
+
+
+def quiet(line: str) -> None:
+    pass
 
 
 def test_one_holder_at_a_time_and_an_expired_lease_is_taken_over(moto):
@@ -81,3 +96,57 @@ def test_two_machines_syncing_one_source_at_once_keep_the_lake_exact(tmp_path, m
     query = "SELECT count(*) AS n, count(DISTINCT message_id) AS ids FROM shop.track_signed_up"
     counted = run_query(settings, query, engine="duckdb")
     assert counted.rows == ({"n": 50, "ids": 50},)
+
+
+def steal_the_lease(lake: Lake) -> None:
+    """Another machine takes the source's lease over, as after an expiry: the next number."""
+    storage = lake.settings.lake.storage()
+    folder = layout.sync_lease_dir(lake.settings.lake.root, lake.source.id)
+    held = [int(m.group(1)) for f in storage.list(folder, "*.json") if (m := LEASE_NAME.match(f.path.name))]
+    document = {"host": "machine-b", "pid": 1, "token": "b", "expires": time.time() + 600}
+    storage.write(folder / lease_name(max(held) + 1), orjson.dumps(document))
+
+
+def lake_objects(lake: Lake) -> set[tuple[str, int]]:
+    """The source's archive files and table files (path, size)."""
+    storage, root, source = lake.settings.lake.storage(), lake.settings.lake.root, lake.source
+    folders = (layout.archive_source_dir(root, source.id), layout.source_data_dir(root, source.dir_name))
+    return {(str(f.path), f.size) for folder in folders for f in storage.list(folder, "**/*")}
+
+
+JOBS = {
+    "retention": ("eventlake.sync.retention", lambda lake, spark: apply_retention(
+        lake.settings, [lake.slug], spark=spark, say=quiet)),
+    "users delete": ("eventlake.sync.erase", lambda lake, spark: delete_user(
+        lake.settings, "u-gone", [lake.slug], spark=spark, say=quiet)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("job", list(JOBS))
+def test_a_retention_or_user_deletion_that_lost_its_lease_deletes_nothing(
+    s3_lake: Lake, spark, monkeypatch, job: str
+) -> None:
+    retention = RetentionSettings(archive_days=7, table_days=7)
+    settings = dataclasses.replace(s3_lake.settings, retention=retention)
+    lake = dataclasses.replace(s3_lake, settings=settings)
+    old = now_utc() - timedelta(days=30)
+    lake.archive([track("m1", user="u-gone"), track("m2", user="u-stays")], old)
+    lake.archive([track("m3", user="u-gone")])
+    [synced] = run_sync(lake.settings, [lake.slug], spark=spark, say=quiet)
+    assert synced.rows == 3, synced.error
+    catalog = load_catalog(lake.settings, spark)
+    database = lake.source.database
+    before = lake_objects(lake), catalog.partitions(database, "track_order_completed")
+
+    module, run = JOBS[job]
+    # the lease is taken over once the job holds it (as when it stalled past its expiry)
+    original = importlib.import_module(module).list_archive_files
+
+    def taken_over(*args, **kwargs):
+        steal_the_lease(lake)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(f"{module}.list_archive_files", taken_over)
+    [result] = run(lake, spark)
+    assert result.status == "Failed" and "lost the lease" in result.error, result
+    assert (lake_objects(lake), catalog.partitions(database, "track_order_completed")) == before

@@ -3,6 +3,7 @@ micro-batches leave, and answers `eventlake sql --engine spark` without a JVM of
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import re
@@ -15,12 +16,14 @@ import orjson
 import pytest
 
 from eventlake import layout
-from eventlake.config import load_settings
+from eventlake.config import add_source, load_settings
 from eventlake.spec import enrich
 from eventlake.storage import LocalStorage
 from eventlake.timestamps import day_start_ms, parse_timestamp
 from tests.collect.harness import EVENTLAKE, clean_environment, free_port, make_project
+from tests.conftest import Lake
 from tests.scheduler.test_up import _healthy, finish, wait_for
+from tests.sync.test_sync import track
 
 pytestmark = pytest.mark.integration
 CLOSED_HOUR = parse_timestamp("2026-11-20T07:30:00Z")  # a closed hour: compaction takes it at once
@@ -96,3 +99,37 @@ def test_the_engine_syncs_micro_batches_compacts_them_and_serves_sql(tmp_path: P
     assert not list(layout.sql_service_dir(project.spool.parent).glob("*.json")), (
         "the engine's record is gone"
     )
+
+
+def test_a_busy_source_is_skipped_and_retried_while_the_others_sync(lake: Lake, spark) -> None:
+    """A replay (or set-type, or a user deletion) holds its source's lock: the engine's sync skips
+    that source, says why, syncs the others, and takes it at the next interval."""
+    from eventlake.catalog import load_catalog
+    from eventlake.scheduler.engine import _sync_once
+    from eventlake.sync.lock import source_lock
+
+    other = f"{lake.slug}b"
+    add_source(lake.config, other, write_key=f"wk_{other}")
+    settings = load_settings(lake.config, environ={})
+    settings = dataclasses.replace(
+        settings, lake=dataclasses.replace(settings.lake, state_dir=lake.settings.lake.state_dir)
+    )
+    busy, free = (Lake(lake.root, lake.config, settings, slug) for slug in (lake.slug, other))
+    busy.archive([track("b1")])
+    free.archive([track("f1"), track("f2")])
+    catalog = load_catalog(settings, spark)
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        assert "waiting for it to finish" not in line, "the engine waited for a busy source"
+
+    source = busy.source
+    with source_lock(settings.lake.storage(), settings.lake.root, source.slug, source.id, False, say):
+        assert _sync_once(settings, spark, catalog, say, lines.append)  # the lock of a replay, held
+    assert f"{free.slug}: Success, 2 rows in 1 tables" in "\n".join(lines), lines
+    [skipped] = [line for line in lines if line.startswith(f"{busy.slug}:")]
+    assert "Skipped" in skipped and "holds its lock" in skipped and "next interval" in skipped, skipped
+
+    lines.clear()
+    assert _sync_once(settings, spark, catalog, say, lines.append)  # the next interval
+    assert [line.split(",")[:2] for line in lines] == [[f"{busy.slug}: Success", " 1 rows in 1 tables"]]

@@ -24,6 +24,7 @@ from tests.sync.test_sync import Killed, kill_on_call, track
 pytestmark = pytest.mark.spark
 DAY_1, DAY_2 = parse_timestamp("2026-11-18T10:15:00Z"), parse_timestamp("2026-11-19T23:50:00Z")
 RANGE = ReplayRange(date(2026, 11, 19), date(2026, 11, 19))
+RANGE_START = parse_timestamp("2026-11-19T00:00:00Z")
 
 
 def quiet(line: str) -> None:
@@ -124,7 +125,7 @@ def test_a_replay_killed_at_any_commit_step_is_completed_exactly_once(
         with pytest.raises(Killed):
             replay(synced, spark)
     [completed] = run_sync(synced.settings, [synced.slug], spark=spark, say=quiet)  # completes it
-    assert completed.status == "Nothing to do"
+    assert (completed.status, completed.rows, completed.replay_from) == ("Success", 2, RANGE_START)
     expected = [("d1-a", 5), ("d1-b", 7), ("d2-a", None), ("d2-b", 9)]
     for engine in ("duckdb", "spark"):
         assert rows(synced, spark, engine) == expected
@@ -168,3 +169,57 @@ def test_a_replay_of_some_tables_leaves_the_others_alone(synced: Lake, spark) ->
         UsageError, match="no table nope in this source: its tables are identify, track_order_completed"
     ):
         replay(synced, spark, dataclasses.replace(RANGE, tables=("nope",)))
+
+
+def quarantined(lake: Lake, spark) -> list[tuple]:
+    """The quarantine's rows, by both engines (which must agree); a rejected message's raw line
+    as whether it holds its id."""
+    sql = (
+        "SELECT kind, message_id, table_name, raw_value FROM "
+        f"{lake.source.database}._quarantine ORDER BY message_id"
+    )
+    spark.catalog.refreshTable(f"{lake.source.database}._quarantine")
+    found = [
+        [tuple(r.values()) for r in run_query(lake.settings, sql, engine=e, spark=spark).rows]
+        for e in ("duckdb", "spark")
+    ]
+    assert found[0] == found[1]
+    return [
+        (kind, m, table, raw if kind == "value" else f'"messageId":"{m}"' in raw)
+        for kind, m, table, raw in found[0]
+    ]
+
+
+def test_a_replay_of_one_table_keeps_the_other_tables_quarantine_and_the_invalid_messages(
+    lake: Lake, spark
+) -> None:
+    """One uncastable value in each of two tables and an invalid message, synced (3 quarantine
+    rows): a replay of one table re-stages its own value and leaves the others; a replay of the
+    whole source re-stages each exactly once."""
+    viewed, added = "Item Viewed", "Cart Added"
+    lake.archive([track("v1", event=viewed, n=1), track("c1", event=added, n=2)], DAY_1)
+    run_sync(lake.settings, [lake.slug], spark=spark, say=quiet)
+    lake.archive(
+        [
+            track("v2", event=viewed, n="many"),
+            track("c2", event=added, n="few"),
+            {"type": "track", "userId": "u1", "messageId": "bad"},  # no event: invalid
+        ],
+        DAY_2,
+    )
+    [second] = run_sync(lake.settings, [lake.slug], spark=spark, say=quiet)
+    assert (second.rejected_values, second.rejected_messages) == (2, 1)
+    expected = [
+        ("message", "bad", None, True),
+        ("value", "c2", "track_cart_added", "few"),
+        ("value", "v2", "track_item_viewed", "many"),
+    ]
+    assert quarantined(lake, spark) == expected
+
+    result = replay(lake, spark, dataclasses.replace(RANGE, tables=("track_item_viewed",)))
+    assert (result.rows, result.rejected_values, result.rejected_messages) == (1, 1, 0)
+    assert quarantined(lake, spark) == expected  # Cart Added's value and the invalid message kept
+
+    whole = replay(lake, spark, ReplayRange(None, None))
+    assert (whole.rows, whole.rejected_values, whole.rejected_messages) == (4, 2, 1)
+    assert quarantined(lake, spark) == expected  # each re-staged exactly once

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import os
 from datetime import timedelta
 from decimal import Decimal
@@ -289,8 +291,17 @@ def test_a_run_killed_at_any_commit_step_is_completed_exactly_once(lake, spark, 
     monkeypatch.undo()
 
     state = SyncState(LocalStorage(), lake.settings.lake.root, lake.source.id)
+    [interrupted] = state.pending()
     again = sync(lake, spark)  # completes the interrupted run first; nothing is left to sync after it
-    assert again.status == "Nothing to do"
+    # ... and says what it completed: that run, its rows, not "Nothing to do, 0 rows"
+    assert (again.status, again.run_id, again.rows, again.input_files) == (
+        "Success",
+        interrupted.run_id,
+        2,
+        1,
+    )
+    assert [(t.table, t.rows, t.is_new) for t in again.tables] == [("track_order_completed", 2, True)]
+    assert sync(lake, spark).status == "Nothing to do"
     assert not state.pending() and len(state.synced_files()) == 1
     db = lake.source.database
     assert rows(spark, f"SELECT message_id FROM {db}.track_order_completed ORDER BY 1") == [
@@ -320,6 +331,29 @@ def test_a_failed_run_commits_nothing_and_the_rerun_syncs_everything(lake, spark
     monkeypatch.undo()
     assert not list(layout.stage_root(lake.settings.lake.root, lake.source.id).glob("*"))
     assert sync(lake, spark).rows == 1
+
+
+class FullDisk(LocalStorage):
+    """A store every write to which fails (a full disk, an unreachable bucket)."""
+
+    @contextlib.contextmanager
+    def open_write(self, path, mode=0o644):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        yield
+
+
+def test_a_store_that_fails_the_run_and_its_report_leaves_the_runs_error(lake, spark):
+    from eventlake.catalog import load_catalog
+    from eventlake.sync.job import SourceSync
+
+    lake.archive([track("m1")])
+    said = []
+    catalog = load_catalog(lake.settings, spark)
+    job = SourceSync(spark, catalog, FullDisk(), lake.settings, lake.source, said.append)
+    with pytest.raises(Exception, match="No space left on device") as failed:
+        job.run()
+    assert "report.json" not in str(failed.value)  # the run's error, not the report's
+    assert any("report.json" in line and "No space left" in line for line in said), said
 
 
 def test_hostile_event_names_stay_inside_their_table(lake, spark):
@@ -406,7 +440,7 @@ def test_a_second_sync_waits_or_refuses_while_one_runs(lake, spark):
     with open(lock, "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         [skipped] = run_sync(lake.settings, [lake.slug], wait=False, spark=spark, say=lambda line: None)
-        assert skipped.status == SKIPPED and "already running" in skipped.error and skipped.rows == 0
+        assert skipped.status == SKIPPED and "holds its lock" in skipped.error and skipped.rows == 0
         said = []
         threading.Timer(1.0, lambda: fcntl.flock(held, fcntl.LOCK_UN)).start()
         [result] = run_sync(lake.settings, [lake.slug], spark=spark, say=said.append)

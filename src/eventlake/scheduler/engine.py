@@ -4,7 +4,9 @@ session and one catalog connection for its whole life.
 - It syncs every source every ``[sync] interval_seconds`` (start to start; back to back when a
   sync takes longer) through :func:`eventlake.sync.run_sync`, the entry point of ``eventlake
   sync``: the same locks, the same exactly-once commit, the same reports. It only saves the 5-10 s
-  of JVM and metastore client start that a sync process pays.
+  of JVM and metastore client start that a sync process pays. It never waits for a source's lock:
+  a source that another process holds (a replay, a ``schema set-type``, a ``users delete``, a sync
+  elsewhere) is skipped and said, the others go on, and the next interval tries it again.
 - It compacts every ``[compact] interval_seconds`` (after a sync; 0: never) through
   :func:`eventlake.sync.compact.compact_sources`, the entry point of ``eventlake compact``.
 - With ``[retention]`` set, it deletes old archive days and table partitions after the first sync
@@ -157,16 +159,19 @@ def _quiet_thrift_logs(spark: Any) -> None:
 
 def _sync_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say) -> bool:
     """One sync of every source, in the session; False when the session is gone."""
-    from eventlake.sync import run_sync
+    from eventlake.sync import SKIPPED, run_sync
 
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", SYNC_POOL)
-    try:
-        results = run_sync(settings, spark=spark, catalog=catalog, say=say)
+    try:  # a source whose lock is held (a replay, a set-type ...) is skipped, not waited for
+        results = run_sync(settings, spark=spark, catalog=catalog, wait=False, say=say)
     except Exception as exc:  # e.g. no sources configured; each source's own failure is a result
         engine_say(f"sync failed: {type(exc).__name__}: {exc}")
         return _alive(spark)
     for result in results:
         if result.status == "Nothing to do":
+            continue
+        if result.status == SKIPPED:
+            engine_say(f"{result.source}: {result.status} ({result.error}); retried next interval")
             continue
         engine_say(
             f"{result.source}: {result.status}, {result.rows} rows in {len(result.tables)} tables, "

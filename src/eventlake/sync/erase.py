@@ -1,6 +1,7 @@
 """User deletion (right to erasure): every message of a userId goes from a source's lake.
 
-For each source, under its sync lock (no sync runs beside it):
+For each source, under its sync lock (no sync runs beside it; on an object store a lease, checked
+before each change: a holder that lost it changes nothing more):
 
 1. the userId is added to the source's suppression list first: the collector blocks its new
    messages and a sync drops any it finds in the archive;
@@ -45,6 +46,7 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.storage import Storage, to_location
+from eventlake.storage.lease import Lease
 from eventlake.sync import SKIPPED
 from eventlake.sync.commit import CatalogOnce, apply
 from eventlake.sync.compact import finish_rewrite
@@ -121,8 +123,8 @@ def delete_user(
             SuppressionList(storage, settings.lake.root, source.id).add([user_id])  # new messages: blocked
             with source_lock(
                 storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
-            ):
-                SourceErasure(settings, source, storage, tell).run(result, requested_by, catalog_for)
+            ) as lease:
+                SourceErasure(settings, source, storage, tell, lease).run(result, requested_by, catalog_for)
         except SyncBusyError as exc:
             tell(str(exc))
             result.status, result.error = SKIPPED, str(exc)
@@ -134,10 +136,15 @@ def delete_user(
 
 
 class SourceErasure:
-    def __init__(self, settings: Settings, source: SourceSettings, storage: Storage, say: Say) -> None:
+    def __init__(
+        self, settings: Settings, source: SourceSettings, storage: Storage, say: Say,
+        lease: Lease | None = None,
+    ) -> None:  # fmt: skip
         self.settings, self.source, self.storage, self.say = settings, source, storage, say
         self.lake = settings.lake.root
         self.state = SyncState(storage, self.lake, source.id)
+        # on an object store: before each change, a holder that lost the source's lease stops
+        self.check = lease.check if lease is not None else lambda: None
 
     def run(self, result: ErasureResult, requested_by: str, catalog_for) -> None:
         started = now_utc()
@@ -149,6 +156,7 @@ class SourceErasure:
         # linking messages an earlier run already deleted from the archive
         pending = layout.deletion_pending_file(self.lake, self.source.id, _key(result.user_id))
         identity = self.identity(result.user_id, self._pending_identity(pending))
+        self.check()
         self.storage.write(pending, identity.to_json())
         result.linked_anonymous_ids = len(identity.anonymous_ids)
         result.run_id = new_run_id(started, layout.COMPACT_RUN_PREFIX)  # committed as a rewrite
@@ -164,6 +172,7 @@ class SourceErasure:
             **{k: v for k, v in asdict(result).items() if k not in ("source", "user_id", "run_id", "error")},
         }  # fmt: skip
         path = layout.deletion_audit_file(self.lake, self.source.id, result.run_id)
+        self.check()
         self.storage.write(path, orjson.dumps(audit, option=orjson.OPT_INDENT_2))
         self.storage.delete(pending)
         self.say(
@@ -219,6 +228,7 @@ class SourceErasure:
                     kept.append(line)
             if dropped:
                 data = gzip.compress(b"".join(line + b"\n" for line in kept), compresslevel=6)
+                self.check()
                 self.storage.write(archived.path, data)
                 result.archive_files_rewritten += 1
                 result.archive_messages_deleted += dropped
@@ -281,6 +291,7 @@ class SourceErasure:
             run_id=stage.run_id, source_id=self.source.id, files=(), moves=(), tables=(), report_path="",
             report=(), stage=str(stage.root), rewrites=tuple(rewrites),
         )  # fmt: skip
+        self.check()
         self.state.write_pending(manifest)
         apply(manifest, None, self.state, self.storage, self.lake)
 

@@ -36,6 +36,7 @@ from eventlake.sync.report import (
     BlockedTable,
     SyncResult,
     TableResult,
+    completed_result,
     note_report_day,
     report_partition,
     report_path,
@@ -70,9 +71,11 @@ class SourceSync:
         self.segment_types: frozenset[str] | None = None  # a replay of some tables: theirs
 
     def run(self) -> SyncResult:
+        completed = []  # the interrupted runs' reports, for a rerun to say what it published
         for manifest in self.state.pending():
             self.say(f"completing interrupted run {manifest.run_id}")
             apply(manifest, self.catalog, self.state, self.storage, self.lake)
+            completed.append(manifest.report)
         self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
         if self.replay is not None:
             files, *window = replay_files(
@@ -89,7 +92,9 @@ class SourceSync:
         start = now_utc()
         run_id = new_run_id(start)
         if not files:
-            return SyncResult(self.source.slug, self.source.id, run_id, "Nothing to do", start, now_utc())
+            return completed_result(completed) or SyncResult(
+                self.source.slug, self.source.id, run_id, "Nothing to do", start, now_utc()
+            )
         doing = (
             "syncing"
             if self.window is None
@@ -131,14 +136,21 @@ class SourceSync:
     def _report_failure(
         self, exc: Exception, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
     ) -> None:
+        """Report the failed run as far as the store and the catalog let it: either may be what
+        failed, and their error must not replace the run's (the caller re-raises that one)."""
         failed = SyncResult.failure(
             self.source.slug, self.source.id, exc, run_id=stage.run_id, start=start,
             input_files=len(files), bytes_in=sum(f.size for f in files),
         )  # fmt: skip
         rows = report_rows(failed, self.lake)
-        write_report_rows(self.storage, report_path(failed, self.lake), rows)
-        note_report_day(self.storage, self.lake, rows[0]["day"])
-        self.storage.delete_tree(stage.root)
+        try:
+            write_report_rows(self.storage, report_path(failed, self.lake), rows)
+            note_report_day(self.storage, self.lake, rows[0]["day"])
+        except Exception as lost:
+            self.say(f"the failure could not be reported: {type(lost).__name__}: {lost}")
+            return  # (the next run deletes the stage)
+        with contextlib.suppress(Exception):  # the next run deletes it otherwise
+            self.storage.delete_tree(stage.root)
         with contextlib.suppress(Exception):  # the catalog may be what failed
             self.catalog.ensure_table(reports_table(self.lake))
             self.catalog.add_partitions(reports_table(self.lake), [report_partition(failed)])
@@ -158,7 +170,8 @@ class SourceSync:
             received = F.col("received_at")
             in_range = (received >= F.lit(self.window[0])) & (received < F.lit(self.window[1]))
             parsed = parsed.filter(F.col("ok").isNull() | in_range)
-            if self.segment_types is not None:  # some tables: their messages (no rejected ones)
+            if self.segment_types is not None:  # some tables: their messages only (an invalid
+                # message has no table: the replay keeps its quarantine row, see replace_partitions)
                 parsed = parsed.filter(F.col("ok").isNull() | F.col("segment_type").isin(*self.segment_types))
         totals, shapes = count_parsed(parsed)
         valid, first_received = totals.get((True, False), (0, None))

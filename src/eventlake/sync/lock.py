@@ -33,7 +33,10 @@ def source_lock(
     (check it before publishing), None on a local lake. Raises :class:`SyncBusyError` when
     another sync holds it and not ``wait``."""
     waiting = f"{source_slug}: another sync of this source is running; waiting for it to finish"
-    busy = f"a sync of source {source_slug!r} is already running; retry later or drop --no-wait"
+    busy = (
+        f"source {source_slug!r} is busy: another process holds its lock (a sync, replay, compaction, "
+        "retention, schema set-type or users delete); retry later or drop --no-wait"
+    )
     local = storage.local_path(layout.sync_lock_file(lake, source_id))
     if local is not None:
         with exclusive(local, wait=wait, say=say, waiting=waiting, claim=True) as held:

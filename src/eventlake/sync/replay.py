@@ -13,7 +13,8 @@ differences:
   switched like a compaction (:func:`eventlake.sync.commit.apply_rewrite`: one swap on a local
   disk, outputs then marker on an object store), so a reader sees the partition's old content or
   its new one, never both and never nothing in between; the quarantine's rows received in the
-  range are replaced the same way by the replay's own;
+  range are replaced the same way by the replay's own (a replay of some tables: only those
+  tables' rows; the other tables' and the invalid messages stay, and it stages none of them);
 - **ledger**: nothing is recorded (the files are in it already); archive files in the range not
   synced yet are left for the next sync.
 
@@ -207,17 +208,24 @@ def replace_partitions(
                 list(names), rewrite_id,
             )
         )  # fmt: skip
-    tables = None if segment_types is None else {table_name(t, source.table_prefix) for t in segment_types}
+    # a quarantine row names its table by segment type (a sync's) or by table name (set-type's)
+    tables = (
+        None
+        if segment_types is None
+        else segment_types | {table_name(t, source.table_prefix) for t in segment_types}
+    )
     rewrites += _quarantine_rewrites(storage, stage, lake, source, start, end, rewrite_id, tables)
     return rewrites, [f for f in staged if f.kind != TABLE]
 
 
 def _quarantine_rewrites(
     storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, start: datetime,
-    end: datetime, rewrite_id: str, tables: set[str] | None,
+    end: datetime, rewrite_id: str, tables: frozenset[str] | None,
 ) -> list[PartitionRewrite]:  # fmt: skip
-    """Each quarantine file holding rows received in the range (of ``tables``' values only, when
-    the replay is of some tables), rewritten without them (the replay stages its own)."""
+    """Each quarantine file holding rows received in the range, rewritten without them (the replay
+    stages its own). A replay of some tables (``tables``: the names their rows carry) takes only
+    their rows: the other tables' and the invalid messages (of no table), which such a replay
+    does not stage again, stay."""
     location = layout.quarantine_dir(lake, source.id)
     rewrites = []
     for folder, infos in sorted(
@@ -231,6 +239,9 @@ def _quarantine_rewrites(
             inside = pc.fill_null(
                 pc.and_(pc.greater_equal(received, floor), pc.less(received, ceiling)), False
             )
+            if tables is not None:
+                named = pc.is_in(table["table_name"], value_set=pa.array(sorted(tables), pa.string()))
+                inside = pc.and_(inside, pc.fill_null(named, False))
             if not pc.any(inside).as_py():
                 continue
             replaced.append(name)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -13,7 +13,7 @@ from eventlake import layout
 from eventlake.catalog import TableSpec
 from eventlake.errors import EventLakeError
 from eventlake.storage import Location, Storage
-from eventlake.timestamps import format_timestamp, now_utc
+from eventlake.timestamps import format_timestamp, now_utc, parse_timestamp
 
 REPORTS_DATABASE = "__segment_datalake"
 REPORTS_TABLE = "sync_reports"
@@ -181,6 +181,63 @@ def report_rows(result: SyncResult, lake: Location, app_id: str = "") -> list[di
              "is_new": True, "collisions": []}
         )  # fmt: skip
     return rows
+
+
+def completed_result(reports: Sequence[Sequence[dict[str, Any]]]) -> SyncResult | None:
+    """What a rerun completed: the result of the interrupted runs whose ``reports`` (their report
+    rows, from their manifests) it published, as one (None: no such run, e.g. only a set-type's
+    manifest), with their own run id and times and the counts their reports hold (not
+    ``input_messages``); several runs' tables and counts added up."""
+    results = [_result_of_report(rows) for rows in reports if rows]
+    if not results:
+        return None
+    last = results[-1]
+    if len(results) == 1:
+        return last
+    return replace(
+        last, start_time=results[0].start_time, tables=tuple(t for r in results for t in r.tables),
+        blocked=tuple(b for r in results for b in r.blocked),
+        notices=tuple(n for r in results for n in r.notices),
+        **{name: sum(getattr(r, name) for r in results) for name in _COUNTS},
+    )  # fmt: skip
+
+
+def _result_of_report(rows: Sequence[dict[str, Any]]) -> SyncResult:
+    """A committed run's result from its report rows (:func:`report_rows` read back)."""
+    head = next(r for r in rows if r.get("type") == "source")
+    tables, blocked = [], []
+    for row in rows:
+        if row.get("type") != "event":
+            continue
+        if row.get("status") == "failed":
+            blocked.append(BlockedTable(row["database"], row["table_name"], row.get("error") or ""))
+            continue
+        tables.append(
+            TableResult(
+                row["database"], row["table_name"], row["row_count"], bool(row["is_new"]),
+                tuple((c["name"], c["type"]) for c in row.get("new_columns") or ()),
+                tuple(dict(p) for p in row.get("partitions") or ()), tuple(row.get("collisions") or ()),
+            )
+        )  # fmt: skip
+    counts = {name: head.get(name) or 0 for name in _COUNTS}
+    return SyncResult(
+        head["source"], head["source_id"], head["run_id"], "Success",
+        parse_timestamp(head["start_time"]) or now_utc(), parse_timestamp(head["finish_time"]) or now_utc(),
+        tables=tuple(tables), blocked=tuple(blocked), notices=tuple(head.get("notices") or ()),
+        replay_from=parse_timestamp(head.get("replay_from")),
+        replay_to=parse_timestamp(head.get("replay_to")), **counts,
+    )  # fmt: skip
+
+
+# the counts of a SyncResult that its report's source row holds (input_messages is not one)
+_COUNTS = (
+    "input_files",
+    "bytes_in",
+    "duplicates_dropped",
+    "rejected_messages",
+    "rejected_values",
+    "suppressed",
+)
 
 
 def run_status(rows: list[dict[str, Any]]) -> str:

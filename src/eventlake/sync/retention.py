@@ -12,7 +12,9 @@
   ``dedupe_window_days`` (and a day's margin for clocks) before the archive's cutoff go: no sync of
   new messages and no replay of the archive kept can look them up.
 
-Each source is handled under its sync lock, so a sync never writes into a partition being deleted.
+Each source is handled under its sync lock, so a sync never writes into a partition being deleted
+(on an object store the lock is a lease, checked before each deletion: a holder that lost it
+deletes nothing more).
 A dry run lists what would go and changes nothing.
 """
 
@@ -30,6 +32,7 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.storage import Storage, to_location
+from eventlake.storage.lease import Lease
 from eventlake.sync import SKIPPED
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.dedupe_index import CLOCK_MARGIN, index_days_before
@@ -86,8 +89,8 @@ def apply_retention(
         try:
             with source_lock(
                 storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
-            ):
-                job = SourceRetention(settings, source, storage, catalog_once, dry_run, tell)
+            ) as lease:
+                job = SourceRetention(settings, source, storage, catalog_once, dry_run, tell, lease)
                 if retention.archive_days:
                     job.archive(now - timedelta(days=retention.archive_days), result)
                     job.dedupe_index(now - timedelta(days=retention.archive_days), result)
@@ -108,11 +111,13 @@ def apply_retention(
 class SourceRetention:
     def __init__(
         self, settings: Settings, source: SourceSettings, storage: Storage,
-        catalog: Callable[[], Catalog], dry_run: bool, say: Say,
+        catalog: Callable[[], Catalog], dry_run: bool, say: Say, lease: Lease | None = None,
     ) -> None:  # fmt: skip
         self.settings, self.source, self.storage = settings, source, storage
         self.catalog, self.dry_run, self.say = catalog, dry_run, say
         self.lake = settings.lake.root
+        # on an object store: before each deletion, a holder that lost the source's lease stops
+        self.check = lease.check if lease is not None else lambda: None
 
     def archive(self, cutoff: datetime, result: RetentionResult) -> None:
         """Delete the synced archive files of the received days that ended before ``cutoff``."""
@@ -142,6 +147,7 @@ class SourceRetention:
             )
             if self.dry_run:
                 continue
+            self.check()
             for f in files:
                 self.storage.delete(f.path)
             if len(files) == sum(1 for f in old if f.day_ms == day_ms):  # the whole day went
@@ -159,6 +165,7 @@ class SourceRetention:
             )
             if self.dry_run:
                 continue
+            self.check()
             for folder in sorted({info.path.parent for info in infos}, key=str):
                 self.storage.delete_tree(folder)  # a run's folder: its files are all of that day
             self.say(f"dedupe index {day}: {len(infos)} files deleted")
@@ -195,6 +202,7 @@ class SourceRetention:
             )
         if self.dry_run:
             return
+        self.check()
         self.catalog().drop_partitions(spec, registered)  # Spark stops reading them first
         for values in expired:
             folder = folders.get(values, (to_location(spec.partition_location(values)), []))[0]
