@@ -68,7 +68,8 @@ def test_a_data_lakes_bucket_gives_its_gzip_archive_not_its_parquet(export: Path
         "segment-AbC123-1566126000000.a1b2.gz",
         "segment-AbC123-1566212400000.c3d4.gz",
     ]
-    assert sorted(p.suffix for p in lake.rglob("*") if p.is_file()) == [".gz", ".gz"]
+    assert sorted(p.suffix for p in (lake / "segment-logs").rglob("*") if p.is_file()) == [".gz", ".gz"]
+    assert not (lake / "segment-data/data").exists()  # nothing of Data Lakes' tables is copied
 
 
 def test_a_rerun_skips_what_is_there_and_finishes_an_interrupted_import(export: Path, tmp_path: Path) -> None:

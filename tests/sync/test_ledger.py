@@ -171,3 +171,41 @@ def test_a_checkpoint_killed_at_any_step_loses_and_repeats_nothing(lake: Path, s
     assert sync(ledger, now + REOPEN_MARGIN_MS, "again") == []
     assert ledger.synced_keys() == keys | {new}
     assert not list(layout.reopened_days_dir(lake, SOURCE).glob("*.json"))
+
+
+def closed_lake(lake: Path, now: int) -> Ledger:
+    """A source whose days up to two days before ``now`` are closed, each fully synced."""
+    ledger = Ledger(LocalStorage(), lake, SOURCE)
+    seal(lake, D0, 1)
+    sync(ledger, now, "run1")
+    sync(ledger, now + 1, "run2")
+    assert checkpoint(lake)["closed_through"] >= D0
+    return ledger
+
+
+def test_a_collector_sealing_late_into_a_closed_day_is_found(lake: Path, tmp_path: Path) -> None:
+    from eventlake.archive.seal import Segment, seal_segment
+
+    now = D0 + 3 * DAY + 3 * HOUR
+    ledger = closed_lake(lake, now)
+    # a collector that was down since day D0 seals its spool segment of D0 now (the real sealer)
+    name = layout.spool_segment_name(D0, D0 + HOUR, "feedbeef", 1)
+    spooled = layout.spool_segment_file(tmp_path / "spool", SOURCE, name)
+    spooled.parent.mkdir(parents=True)
+    spooled.write_bytes(b'{"type":"track","messageId":"late"}\n')
+    result = seal_segment(Segment.from_path(spooled), LocalStorage(), lake)
+    assert result.archive_path is not None
+    assert [f.path for f in ledger.pending(now + 2)] == [result.archive_path]
+
+
+def test_an_import_into_a_closed_day_is_found(lake: Path, tmp_path: Path) -> None:
+    from eventlake.archive.importer import import_segment_archive
+
+    now = D0 + 3 * DAY + 3 * HOUR
+    ledger = closed_lake(lake, now)
+    export = tmp_path / "export" / "segment-logs" / "Seg1" / str(D0)
+    export.mkdir(parents=True)
+    (export / "1764030000000.ab12.gz").write_bytes(gzip.compress(b'{"type":"track","messageId":"old"}\n'))
+    result = import_segment_archive(LocalStorage(), tmp_path / "export", LocalStorage(), lake, SOURCE)
+    assert result.files == 1
+    assert [f.path.name for f in ledger.pending(now + 2)] == ["segment-Seg1-1764030000000.ab12.gz"]
