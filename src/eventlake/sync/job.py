@@ -68,6 +68,7 @@ class SourceSync:
         self.replay = replay  # a replay's range (see :mod:`.replay`); None for a sync
         self.window: tuple[datetime, datetime] | None = None  # the replay's [start, end)
         self.segment_types: frozenset[str] | None = None  # a replay of some tables: theirs
+        self.failed: SyncResult | None = None  # the reported result of a run that raised
 
     def run(self) -> SyncResult:
         for manifest in self.state.pending():
@@ -105,7 +106,7 @@ class SourceSync:
         try:
             manifest, result = self._stage(files, stage, start)
         except Exception as exc:  # nothing was published: report the failure and re-raise
-            self._report_failure(exc, files, stage, start)
+            self.failed = self._report_failure(exc, files, stage, start)
             raise
         finally:
             for frame in self.kept:
@@ -130,7 +131,7 @@ class SourceSync:
 
     def _report_failure(
         self, exc: Exception, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
-    ) -> None:
+    ) -> SyncResult:
         failed = SyncResult.failure(
             self.source.slug, self.source.id, exc, run_id=stage.run_id, start=start,
             input_files=len(files), bytes_in=sum(f.size for f in files),
@@ -142,6 +143,7 @@ class SourceSync:
         with contextlib.suppress(Exception):  # the catalog may be what failed
             self.catalog.ensure_table(reports_table(self.lake))
             self.catalog.add_partitions(reports_table(self.lake), [report_partition(failed)])
+        return failed
 
     # -- the Spark work: everything goes to the run's stage ------------------------------------
 
