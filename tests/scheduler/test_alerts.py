@@ -257,3 +257,37 @@ def test_a_real_sync_that_fails_alerts_and_its_recovery_too(lake, spark) -> None
         assert [(r.status, r.rows) for r in results] == [("Success", 1)]
         notify_results(settings, results, lambda _: None)
         assert [(b["event"], b["failures_in_a_row"]) for b in hook.bodies] == [(FAILED, 1), (RECOVERED, 1)]
+
+
+@pytest.mark.integration
+def test_eventlake_sync_alerts_and_a_later_process_sends_the_recovery(tmp_path: Path) -> None:
+    from tests.collect.harness import EVENTLAKE, clean_environment, make_project
+    from tests.scheduler.test_engine import archive
+
+    project = make_project(tmp_path / "mylake")
+    damaged = layout.archive_file(project.lake, project.source_id, day_start_ms(now_utc()), "damaged")
+    LocalStorage().write(damaged, b"this is not gzip")
+    with webhook_receiver() as (url, hook), smtp_server() as (port, mailbox):
+        env = clean_environment() | {
+            "EVENTLAKE__ALERTS__WEBHOOK_URL": url,
+            "EVENTLAKE__ALERTS__EMAIL_TO": "data@example.com",
+            "EVENTLAKE__ALERTS__EMAIL_FROM": "eventlake@example.com",
+            "EVENTLAKE__ALERTS__SMTP_HOST": "127.0.0.1",
+            "EVENTLAKE__ALERTS__SMTP_PORT": str(port),
+            "EVENTLAKE__ALERTS__STARTTLS": "false",
+        }
+        command = [str(EVENTLAKE), "--config", str(project.config), "sync"]
+        failed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert failed.returncode == 1, failed.stderr
+        assert "alerts: web: sync_failed alert (1 in a row) sent by webhook, email" in failed.stderr
+        assert [(b["event"], b["failures_in_a_row"]) for b in hook.bodies] == [(FAILED, 1)]
+
+        LocalStorage().delete(damaged)
+        archive(project, "good", ["m1", "m2"], now_utc())
+        synced = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert synced.returncode == 0, synced.stderr
+        assert [(b["event"], b["failures_in_a_row"]) for b in hook.bodies] == [(FAILED, 1), (RECOVERED, 1)]
+        assert mailbox.subjects == [
+            "eventlake sync failed: web (1st failure in a row)",
+            "eventlake sync recovered: web",
+        ]
