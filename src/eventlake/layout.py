@@ -366,6 +366,11 @@ def ledger_checkpoint_file(lake: Location, source_id: str) -> Location:
     return lake / DATA / "_state" / "ledger-checkpoint" / f"{source_id}.json"
 
 
+def sync_health_file(lake: Location, source_id: str) -> Location:
+    """A source's failures in a row (alerts, metrics): ``_state/sync-health/<source-id>.json``."""
+    return lake / DATA / "_state" / "sync-health" / f"{source_id}.json"
+
+
 def closed_day_file(lake: Location, source_id: str, day_ms: int) -> Location:
     """A closed received day's synced archive files: ``_state/ledger-days/<source-id>/<day-ms>.json``."""
     return state_dir(lake, "ledger-days", source_id) / f"{day_ms}.json"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from eventlake.config import (
+    AlertsSettings,
     CatalogSettings,
     CollectorSettings,
     LakeSettings,
@@ -217,6 +218,7 @@ def test_every_setting_is_documented() -> None:
         "spark": SparkSettings,
         "collector": CollectorSettings,
         "sync": SyncSettings,
+        "alerts": AlertsSettings,
         "sources[]": SourceSettings,
     }
     missing = [

@@ -220,18 +220,26 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
       eventlake sync --source web --format json
       eventlake sync --rescan     # after restoring archive files by hand
     """
+    from eventlake.errors import UsageError
+    from eventlake.progress import say
+    from eventlake.scheduler.alerts import failed_results, notify_results
     from eventlake.sync import SKIPPED, SyncBusyError, run_sync
 
     settings = ctx.settings()
     if rescan:
         from eventlake.archive.days import reopen_archive
-        from eventlake.progress import say
 
         for source in settings.sources:
             if not sources_ or source.slug in sources_:
                 days = reopen_archive(settings.lake.storage(), settings.lake.root, source.id)
                 say(f"{source.slug}: {days} archive days to list again")
-    results = run_sync(settings, sources_, wait=not no_wait)
+    try:
+        results = run_sync(settings, sources_, wait=not no_wait)
+    except Exception as exc:  # the sync failed as a whole: a failure of each source (alerts)
+        if not isinstance(exc, UsageError):  # not a usage mistake (an unknown source)
+            notify_results(settings, failed_results(settings, exc, sources_), say)
+        raise
+    notify_results(settings, results, say)  # failure and recovery alerts (eventlake.scheduler.alerts)
     rows = []
     for result in results:
         for table in result.tables:

@@ -7,6 +7,7 @@ Precedence: defaults < ``eventlake.toml`` < environment (``EVENTLAKE__SECTION__K
 from eventlake.config.loader import CONFIG_ENV, CONFIG_FILE, load_settings, resolve_config_path
 from eventlake.config.settings import (
     DATE_PARTITIONS,
+    AlertsSettings,
     CatalogSettings,
     CollectorSettings,
     CompactSettings,
@@ -27,6 +28,7 @@ __all__ = [
     "CONFIG_ENV",
     "CONFIG_FILE",
     "DATE_PARTITIONS",
+    "AlertsSettings",
     "CatalogSettings",
     "CollectorSettings",
     "CompactSettings",

@@ -10,10 +10,12 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from eventlake.config.alerts import validate_alerts
 from eventlake.config.jdbc import JDBC_DRIVERS
 from eventlake.config.settings import (
     DATE_PARTITIONS,
     FILL_IP_MODES,
+    AlertsSettings,
     CatalogSettings,
     CollectorSettings,
     CompactSettings,
@@ -60,6 +62,7 @@ _SIMPLE_SECTIONS = {
     "compact": CompactSettings,
     "retention": RetentionSettings,
     "console": ConsoleSettings,
+    "alerts": AlertsSettings,
 }
 
 
@@ -118,6 +121,7 @@ def parse_settings(raw: Mapping[str, Any], config_path: Path) -> Settings:
     sections = {name: _section(name, cls, _table(raw, name)) for name, cls in _SIMPLE_SECTIONS.items()}
     _validate_sections(sections)
     _validate_catalog(sections["catalog"])
+    sections["alerts"] = validate_alerts(sections["alerts"])
     if sections["catalog"].jdbc_driver_jar:
         sections["catalog"] = replace(
             sections["catalog"], jdbc_driver_jar=str(_path(base, sections["catalog"].jdbc_driver_jar))
@@ -307,6 +311,8 @@ def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
             if not isinstance(value, dict):
                 raise ConfigError(f"{name}.conf", "must be a table of spark.* settings")
             values[key] = tuple((str(k), _conf_value(v)) for k, v in sorted(value.items()))
+        elif isinstance(default, tuple):  # a list of one type: a TOML array (or one text value)
+            values[key] = _list(f"{name}.{key}", value, type(default[0]) if default else str)
         elif isinstance(default, Secret):
             values[key] = Secret(_typed(f"{name}.{key}", value, str, secret=True))
         elif isinstance(default, bool):
@@ -316,6 +322,18 @@ def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
         else:
             values[key] = _typed(f"{name}.{key}", value, type(default))
     return cls(**values)
+
+
+def _list(setting: str, value: Any, item: type) -> tuple[Any, ...]:
+    """A TOML array of ``item`` values; a text value (e.g. from the environment) is one item, or
+    several separated by commas."""
+    if isinstance(value, str) and item is str:
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    if not isinstance(value, list):
+        raise ConfigError(
+            setting, f"{value!r} is a {type(value).__name__}", f"expected an array of {item.__name__}"
+        )
+    return tuple(_typed(f"{setting}[{index}]", v, item) for index, v in enumerate(value))
 
 
 def _conf_value(value: Any) -> str:

@@ -147,6 +147,27 @@ class ConsoleSettings:
 
 
 @dataclass(frozen=True)
+class AlertsSettings:
+    # a source's sync failing 1, 5 and 20 times in a row (as Segment Data Lakes emailed), and its
+    # first success after failing, are sent to each channel set here (none set: no alerts)
+    webhook_url: Secret = Secret("")  # JSON POSTed here (Slack's incoming webhooks take it as it is)
+    email_to: tuple[str, ...] = ()  # addresses the alert email goes to (needs smtp_host, email_from)
+    email_from: str = ""
+    smtp_host: str = ""
+    smtp_port: int = 587
+    starttls: bool = True  # STARTTLS before anything is sent (required to send smtp_password off loopback)
+    smtp_user: str = ""
+    smtp_password: Secret = Secret("")
+    on_failures: tuple[int, ...] = (1, 5, 20)  # the failures in a row that alert
+    on_recovery: bool = True  # alert on the first success after a failure
+    timeout_seconds: float = 10.0  # per channel and alert
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.webhook_url.reveal() or self.email_to)
+
+
+@dataclass(frozen=True)
 class SourceSettings:
     slug: str
     id: str
@@ -176,6 +197,7 @@ class Settings:
     compact: CompactSettings = field(default_factory=CompactSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
+    alerts: AlertsSettings = field(default_factory=AlertsSettings)
     sources: tuple[SourceSettings, ...] = ()
 
     def source(self, slug: str) -> SourceSettings:

@@ -2,7 +2,8 @@
 
 Pages: the overview (``/``), the sync history (``/runs``, ``/runs/<run>``), the schemas
 (``/schemas``, ``/schemas/<db>/<table>``), the quarantine (``/quarantine``) and a read-only query
-box on the DuckDB engine (``/query``, ``/query.csv``). With a token, every route (assets
+box on the DuckDB engine (``/query``, ``/query.csv``), and the sync's Prometheus metrics
+(``/metrics``, see :mod:`.metrics`). With a token, every route (assets
 included) needs it: ``Authorization: Bearer <token>``, the ``eventlake_console`` cookie, or
 ``?token=`` once (it sets the cookie, ``Secure`` when the request came over https).
 """
@@ -29,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from eventlake import layout
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import Settings
+from eventlake.console import metrics as sync_metrics
 from eventlake.console.html import bar_chart, e, line_chart, link, page, pager, status_badge, table
 from eventlake.console.lake import LakeWatch, Run
 from eventlake.query.duckdb_engine import ident, run_duckdb
@@ -140,6 +142,7 @@ def create_console(settings: Settings, watch: LakeWatch) -> ASGIApp:
         Route("/query", views.query, methods=["GET", "POST"]),
         Route("/query.csv", views.query_csv, methods=["POST"]),
         Route("/static/console.css", views.css),
+        Route("/metrics", views.metrics),
     ]
     gated = TokenGate(Starlette(routes=routes), settings.console.token.reveal())
     return SameSiteGate(gated, is_loopback(settings.console.host))
@@ -181,6 +184,10 @@ class ConsoleViews:
 
     def css(self, request: Request) -> Response:
         return Response(self.css_text, media_type="text/css")
+
+    def metrics(self, request: Request) -> Response:
+        """The sync side's Prometheus metrics (see :mod:`.metrics`)."""
+        return Response(sync_metrics.render(self.watch), media_type=sync_metrics.CONTENT_TYPE)
 
     def _cached(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
         key = (self.watch.generation, *key)

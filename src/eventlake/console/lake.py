@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.request
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from eventlake import layout
 from eventlake.config import Settings, SourceSettings
+from eventlake.sync.health import read_health
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.report import read_report_rows, report_files_by_day, run_status
 from eventlake.timestamps import now_utc, parse_timestamp
@@ -113,6 +114,18 @@ def run_from_rows(rows: list[dict[str, Any]], slugs: dict[str, str]) -> Run | No
 
 
 @dataclass
+class SyncTotals:
+    """A source's sync runs (its reports) summed up, for ``/metrics``; replays are left out."""
+
+    runs: dict[str, int] = field(default_factory=dict)  # by status (Success, Partial Success, Failed)
+    rows: int = 0
+    duplicates_dropped: int = 0
+    rejected_messages: int = 0
+    rejected_values: int = 0
+    last_success: datetime | None = None  # the newest Success or Partial Success run's finish
+
+
+@dataclass
 class SourceHealth:
     """A source's figures for the overview."""
 
@@ -120,6 +133,7 @@ class SourceHealth:
     accepted_per_minute: float | None = None  # None: the collector did not answer
     oldest_unqueryable: datetime | None = None  # the oldest message not synced yet (None: none)
     unsynced_files: int = 0
+    failures_in_a_row: int = 0  # the source's sync health file (eventlake.sync.health)
 
     def lag_seconds(self, now: datetime) -> float:
         """How long the oldest message not yet queryable has waited (0: everything is queryable)."""
@@ -146,6 +160,7 @@ class LakeWatch:
         self.collector_error = ""
         self.refreshed: datetime | None = None
         self.generation = 0  # grows when new runs are read: what pages cache is stale
+        self._totals: tuple[int, dict[str, SyncTotals]] | None = None  # (generation, totals)
 
     # -- reading the lake (the background thread) ----------------------------------------------
 
@@ -207,8 +222,13 @@ class LakeWatch:
                         opened.append(_utc(layout.segment_opened_ms(segment.name) or day))
                 except FileNotFoundError:
                     continue  # sealed into the archive meanwhile
+        try:
+            failures = read_health(self.storage, self.settings.lake.root, source.id).failures_in_a_row
+        except ValueError:  # damaged: the next sync result writes it anew
+            failures = 0
         with self._lock:
             health = self._health[source.id]
+            health.failures_in_a_row = failures
             health.unsynced_files = len(unsynced)
             health.oldest_unqueryable = min(opened) if opened else None
 
@@ -271,6 +291,28 @@ class LakeWatch:
     def health(self) -> list[SourceHealth]:
         with self._lock:
             return [SourceHealth(**vars(h)) for h in self._health.values()]
+
+    def totals(self) -> dict[str, SyncTotals]:
+        """Each source's :class:`SyncTotals` by source id (configured sources always appear)."""
+        with self._lock:
+            runs, generation = self._sorted, self.generation
+            if self._totals is not None and self._totals[0] == generation:
+                return self._totals[1]
+        totals = {s.id: SyncTotals() for s in self.settings.sources}
+        for run in runs:
+            if run.replay:
+                continue
+            total = totals.setdefault(run.source_id, SyncTotals())
+            total.runs[run.status] = total.runs.get(run.status, 0) + 1
+            total.rows += run.rows
+            total.duplicates_dropped += run.duplicates_dropped
+            total.rejected_messages += run.rejected_messages
+            total.rejected_values += run.rejected_values
+            if run.status != "Failed" and total.last_success is None:  # newest first
+                total.last_success = run.finish
+        with self._lock:
+            self._totals = (generation, totals)
+        return totals
 
     def rows_per_day(self, days: int = 30) -> dict[str, list[tuple[str, int]]]:
         """Rows synced per day (by run start) for the last ``days`` days, per source slug."""

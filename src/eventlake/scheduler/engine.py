@@ -7,6 +7,8 @@ session and one catalog connection for its whole life.
   of JVM and metastore client start that a sync process pays. It never waits for a source's lock:
   a source that another process holds (a replay, a ``schema set-type``, a ``users delete``, a sync
   elsewhere) is skipped and said, the others go on, and the next interval tries it again.
+- After each sync it counts each source's failures in a row and sends the failure and recovery
+  alerts of ``[alerts]`` (:mod:`eventlake.scheduler.alerts`).
 - It compacts every ``[compact] interval_seconds`` (after a sync; 0: never) through
   :func:`eventlake.sync.compact.compact_sources`, the entry point of ``eventlake compact``.
 - With ``[retention]`` set, it deletes old archive days and table partitions after the first sync
@@ -159,6 +161,7 @@ def _quiet_thrift_logs(spark: Any) -> None:
 
 def _sync_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say) -> bool:
     """One sync of every source, in the session; False when the session is gone."""
+    from eventlake.scheduler.alerts import failed_results, notify_results
     from eventlake.sync import SKIPPED, run_sync
 
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", SYNC_POOL)
@@ -166,7 +169,9 @@ def _sync_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_sa
         results = run_sync(settings, spark=spark, catalog=catalog, wait=False, say=say)
     except Exception as exc:  # e.g. no sources configured; each source's own failure is a result
         engine_say(f"sync failed: {type(exc).__name__}: {exc}")
+        notify_results(settings, failed_results(settings, exc), engine_say)  # failure alerts
         return _alive(spark)
+    notify_results(settings, results, engine_say)  # failure alerts (see eventlake.scheduler.alerts)
     for result in results:
         if result.status == "Nothing to do":
             continue

@@ -36,18 +36,21 @@ def run_sync(
         if catalog is None:
             catalog = load_catalog(settings, spark)
         for source in sources:
+            job = None
             try:
                 lease_seconds = settings.sync.lease_seconds
                 with source_lock(
                     storage, settings.lake.root, source.slug, source.id, wait, say, lease_seconds
                 ) as lease:
-                    results.append(SourceSync(spark, catalog, storage, settings, source, say, lease).run())
+                    job = SourceSync(spark, catalog, storage, settings, source, say, lease)
+                    results.append(job.run())
             except SyncBusyError as exc:  # --no-wait: leave it to the running sync
                 say(f"{source.slug}: {exc}")
                 results.append(SyncResult.failure(source.slug, source.id, exc, status=SKIPPED))
             except Exception as exc:  # reported by the job; go on with the next source
                 say(f"{source.slug}: sync failed: {type(exc).__name__}: {exc}")
-                results.append(SyncResult.failure(source.slug, source.id, exc))
+                reported = job.failed if job is not None else None  # its run id, as in its report
+                results.append(reported or SyncResult.failure(source.slug, source.id, exc))
     return results
 
 

@@ -69,6 +69,7 @@ class SourceSync:
         self.replay = replay  # a replay's range (see :mod:`.replay`); None for a sync
         self.window: tuple[datetime, datetime] | None = None  # the replay's [start, end)
         self.segment_types: frozenset[str] | None = None  # a replay of some tables: theirs
+        self.failed: SyncResult | None = None  # the reported result of a run that raised
 
     def run(self) -> SyncResult:
         completed = []  # the interrupted runs' reports, for a rerun to say what it published
@@ -110,7 +111,7 @@ class SourceSync:
         try:
             manifest, result = self._stage(files, stage, start)
         except Exception as exc:  # nothing was published: report the failure and re-raise
-            self._report_failure(exc, files, stage, start)
+            self.failed = self._report_failure(exc, files, stage, start)
             raise
         finally:
             for frame in self.kept:
@@ -135,7 +136,7 @@ class SourceSync:
 
     def _report_failure(
         self, exc: Exception, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
-    ) -> None:
+    ) -> SyncResult:
         """Report the failed run as far as the store and the catalog let it: either may be what
         failed, and their error must not replace the run's (the caller re-raises that one)."""
         failed = SyncResult.failure(
@@ -148,12 +149,13 @@ class SourceSync:
             note_report_day(self.storage, self.lake, rows[0]["day"])
         except Exception as lost:
             self.say(f"the failure could not be reported: {type(lost).__name__}: {lost}")
-            return  # (the next run deletes the stage)
+            return failed  # (the next run deletes the stage)
         with contextlib.suppress(Exception):  # the next run deletes it otherwise
             self.storage.delete_tree(stage.root)
         with contextlib.suppress(Exception):  # the catalog may be what failed
             self.catalog.ensure_table(reports_table(self.lake))
             self.catalog.add_partitions(reports_table(self.lake), [report_partition(failed)])
+        return failed
 
     # -- the Spark work: everything goes to the run's stage ------------------------------------
 
