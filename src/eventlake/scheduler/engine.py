@@ -165,12 +165,13 @@ def _quiet_thrift_logs(spark: Any) -> None:
 
 
 def _sync_once(
-    settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say, disabled: set[str]
+    settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say, disabled: set[str] | None = None
 ) -> bool:
     """One sync of every source, in the session; False when the session is gone. A disabled source
-    is said once (``disabled`` holds those said), not every interval."""
+    is said once (``disabled`` holds those said, across intervals), not every interval."""
     from eventlake.sync import DISABLED, SKIPPED, run_sync
 
+    disabled = set() if disabled is None else disabled
     now_disabled = {source.slug for source in settings.sources if not source.enabled}
     for slug in sorted(now_disabled - disabled):
         engine_say(f"{slug}: {DISABLED} (collected and archived; synced again once enabled)")
