@@ -61,7 +61,7 @@ def test_init_and_sources(tmp_path: Path) -> None:
     again = runner.invoke(cli, ["--config", config, "sources", "add", "web"])
     assert again.exit_code == 2 and "already exists" in again.output
     listed = runner.invoke(cli, ["--config", config, "sources", "list", "--format", "csv"])
-    assert listed.output.splitlines()[0] == "slug,id,database,table_prefix,date_partition"
+    assert listed.output.splitlines()[0] == "slug,id,database,table_prefix,date_partition,enabled"
     assert listed.output.splitlines()[1].startswith("web,")
 
 
@@ -113,3 +113,75 @@ def test_an_unexpected_error_without_a_usable_state_dir_keeps_its_traceback_else
     assert match, line
     log = Path(match.group(1))
     assert log.parent == tmp_path / "tmp" and "Traceback (most recent call last)" in log.read_text()
+
+
+def _project_with_sources(tmp_path: Path, *slugs: str) -> str:
+    runner = CliRunner()
+    assert runner.invoke(cli, ["init", str(tmp_path / "p")]).exit_code == 0
+    config = str(tmp_path / "p" / "eventlake.toml")
+    for slug in slugs:
+        assert runner.invoke(cli, ["--config", config, "sources", "add", slug]).exit_code == 0
+    return config
+
+
+def test_sources_disable_enable_and_their_messages(tmp_path: Path) -> None:
+    config = _project_with_sources(tmp_path, "web", "ios")
+    runner = CliRunner()
+    disabled = runner.invoke(cli, ["--config", config, "sources", "disable", "ios"])
+    assert disabled.exit_code == 0
+    assert disabled.stdout.startswith("disabled source ios: its events are still collected and archived (in ")
+    assert "not synced until `eventlake sources enable ios`" in disabled.stdout
+    assert "takes this up within a second, without a restart" in disabled.stderr
+    again = runner.invoke(cli, ["--config", config, "sources", "disable", "ios"])
+    assert (again.exit_code, again.stdout) == (0, "source ios is already disabled\n")
+    listed = runner.invoke(cli, ["--config", config, "sources", "list", "--format", "csv"]).stdout
+    listed = listed.splitlines()
+    assert listed[0].endswith(",enabled") and listed[1].endswith(",True") and listed[2].endswith(",False")
+
+    skipped = runner.invoke(cli, ["--config", config, "sync", "--source", "ios"])  # no Spark started
+    assert skipped.exit_code == 2
+    said = "ios: Skipped: disabled (source ios is disabled: its events are collected and archived but not"
+    assert said in skipped.stderr
+    assert skipped.stderr.splitlines()[-1] == "error: ios not synced: disabled"
+
+    enabled = runner.invoke(cli, ["--config", config, "sources", "enable", "ios"])
+    assert enabled.exit_code == 0 and enabled.stdout.startswith("enabled source ios: the next sync")
+    unknown = runner.invoke(cli, ["--config", config, "sources", "enable", "nope"])
+    assert unknown.exit_code == 2 and "unknown source 'nope' (known: web, ios;" in unknown.stderr
+
+
+def test_sources_remove_asks_first_and_says_what_stays(tmp_path: Path) -> None:
+    config = _project_with_sources(tmp_path, "web", "ios")
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["--config", config, "sources", "remove", "ios"])  # no terminal to ask on
+    assert refused.exit_code == 2
+    assert refused.stderr == "error: not removing source ios without a confirmation: pass --yes\n"
+
+    # on a terminal: asked, and "n" keeps it (exit 1), "y" removes it
+    import pty
+
+    for answer, code in ((b"n\n", 1), (b"y\n", 0)):
+        leader, follower = pty.openpty()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "eventlake", "--config", config, "sources", "remove", "ios"],
+            stdin=follower, stdout=subprocess.PIPE, stderr=follower, env=os.environ,
+        )  # fmt: skip
+        os.close(follower)
+        prompt = b""
+        while b"[y/N]" not in prompt:
+            prompt += os.read(leader, 1024)
+        assert b"Remove source ios (id " in prompt and b"its lake data and archive stay" in prompt
+        os.write(leader, answer)
+        stdout, _ = process.communicate(timeout=60)
+        os.close(leader)
+        assert process.returncode == code
+    assert stdout.decode().startswith('[[sources]]\nslug = "ios"\n')
+
+    listed = runner.invoke(cli, ["--config", config, "sources", "list", "--format", "csv"]).stdout
+    assert [line.split(",")[0] for line in listed.splitlines()[1:]] == ["web"]
+    web = runner.invoke(cli, ["--config", config, "sources", "remove", "web", "--yes"])
+    assert web.exit_code == 0
+    assert "removed source web (id " in web.stderr
+    for kept in ("its lake data in ", "/lake/segment-data/data/", "its tables in database web",
+                 "its raw archive in ", "/lake/segment-logs/"):  # fmt: skip
+        assert kept in web.stderr, web.stderr

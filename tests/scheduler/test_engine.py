@@ -133,3 +133,54 @@ def test_a_busy_source_is_skipped_and_retried_while_the_others_sync(lake: Lake, 
     lines.clear()
     assert _sync_once(settings, spark, catalog, say, lines.append)  # the next interval
     assert [line.split(",")[:2] for line in lines] == [[f"{busy.slug}: Success", " 1 rows in 1 tables"]]
+
+
+def test_each_interval_syncs_the_sources_eventlake_toml_has_then(lake: Lake, spark) -> None:
+    """A disabled source's archive waits (said once, `Skipped: disabled`) and is synced whole once it
+    is enabled; a source added while the engine runs syncs at the next interval, a removed one no
+    longer does. The engine's steps: SourcesWatch.check, then _sync_once."""
+    from eventlake.catalog import load_catalog
+    from eventlake.config import SourcesWatch, remove_source, set_source_enabled
+    from eventlake.scheduler.engine import _sync_once
+    from eventlake.sync import DISABLED, run_sync
+
+    lines: list[str] = []
+    watch = SourcesWatch(lake.settings, environ={}, say=lines.append)
+    catalog = load_catalog(lake.settings, spark)
+    said: set[str] = set()
+
+    def interval() -> list[str]:
+        lines.clear()
+        watch.check(force=True)
+        assert _sync_once(watch.settings, spark, catalog, lambda line: None, lines.append, said)
+        return list(lines)
+
+    lake.archive([track("d1"), track("d2")])
+    set_source_enabled(lake.config, lake.slug, False)
+    assert interval() == [
+        f"sources reloaded from {lake.config}: disabled {lake.slug}",
+        f"{lake.slug}: {DISABLED} (collected and archived; synced again once enabled)",
+    ]
+    lake.archive([track("d3")])  # archived while disabled
+    assert interval() == []  # said once, not every interval
+    [result] = run_sync(watch.settings, spark=spark, catalog=catalog)
+    assert (result.status, result.rows) == (DISABLED, 0)
+    data = layout.source_data_dir(lake.settings.lake.root, lake.source.id)
+    assert not Path(data).exists(), "a disabled source was synced"
+
+    other = f"{lake.slug}n"
+    add_source(lake.config, other, write_key=f"wk_{other}")
+    set_source_enabled(lake.config, lake.slug, True)
+    watch.check(force=True)
+    added = Lake(lake.root, lake.config, watch.settings, other)
+    added.archive([track("n1")])
+    synced = interval()
+    assert f"{lake.slug}: Success, 3 rows in 1 tables" in "\n".join(synced), synced  # all it archived
+    assert f"{other}: Success, 1 rows in 1 tables" in "\n".join(synced), synced
+
+    remove_source(lake.config, other)
+    added.archive([track("n2")])
+    lake.archive([track("d4")])
+    synced = interval()
+    assert synced[0] == f"sources reloaded from {lake.config}: removed {other}"
+    assert [line.split(",")[0] for line in synced[1:]] == [f"{lake.slug}: Success"], synced

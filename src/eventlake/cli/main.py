@@ -12,11 +12,11 @@ from typing import Any, TypeVar
 
 import click
 
-from eventlake import __version__
+from eventlake import __version__, layout
 from eventlake.cli.failure import one_line, write_traceback
 from eventlake.cli.render import format_option, render
 from eventlake.config import DATE_PARTITIONS, Settings, add_source, load_settings, write_initial_config
-from eventlake.errors import EventLakeError
+from eventlake.errors import EventLakeError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -150,6 +150,108 @@ def sources_add(
         f"added source {entry['slug']}: id {entry['id']}, write key {entry['write_key']}, "
         f"database {entry['database']}"
     )
+    click.echo(_RUNNING_NOTE, err=True)
+
+
+_RUNNING_NOTE = (
+    "a running `eventlake serve` or `eventlake up` takes this up within a second, without a restart"
+)
+
+
+@sources.command("disable")
+@click.argument("slug")
+@pass_context
+@handle_errors
+def sources_disable(ctx: Context, slug: str) -> None:
+    """Stop syncing a source; its events are still collected and archived.
+
+    Writes `enabled = false` into its [[sources]] entry. The collector keeps accepting its write
+    key and archiving its events; `eventlake sync` and `up` skip it ("Skipped: disabled") until
+    `eventlake sources enable SLUG`, whose next sync takes everything archived meanwhile.
+
+    \b
+    Example:
+      eventlake sources disable web
+    """
+    from eventlake.config import resolve_config_path, set_source_enabled
+
+    path = resolve_config_path(ctx.config)
+    if not set_source_enabled(path, slug, False):
+        click.echo(f"source {slug} is already disabled")
+        return
+    source = ctx.settings().source(slug)
+    archive = layout.archive_source_dir(ctx.settings().lake.root, source.id)
+    click.echo(
+        f"disabled source {slug}: its events are still collected and archived (in {archive}), not "
+        f"synced until `eventlake sources enable {slug}`"
+    )
+    click.echo(_RUNNING_NOTE, err=True)
+
+
+@sources.command("enable")
+@click.argument("slug")
+@pass_context
+@handle_errors
+def sources_enable(ctx: Context, slug: str) -> None:
+    """Sync a disabled source again, everything archived while it was disabled included.
+
+    \b
+    Example:
+      eventlake sources enable web
+    """
+    from eventlake.config import resolve_config_path, set_source_enabled
+
+    if not set_source_enabled(resolve_config_path(ctx.config), slug, True):
+        click.echo(f"source {slug} is already enabled")
+        return
+    click.echo(
+        f"enabled source {slug}: the next sync (`eventlake sync`, or `up` within [sync] interval_seconds) "
+        "takes everything archived while it was disabled"
+    )
+    click.echo(_RUNNING_NOTE, err=True)
+
+
+@sources.command("remove")
+@click.argument("slug")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_context
+@handle_errors
+def sources_remove(ctx: Context, slug: str, yes: bool) -> None:
+    """Remove a source from eventlake.toml; its write key is refused (401) from then on.
+
+    Its lake data, tables and raw archive are not deleted: the command says where they stay, and
+    prints the removed [[sources]] entry on stdout (append it to eventlake.toml to undo).
+
+    \b
+    Examples:
+      eventlake sources remove web            # asks first
+      eventlake sources remove web --yes > removed-web.toml
+    """
+    from eventlake.config import remove_source, resolve_config_path
+
+    settings = ctx.settings()
+    source = settings.source(slug)
+    lake = settings.lake.root
+    data = layout.source_data_dir(lake, source.dir_name)
+    archive = layout.archive_source_dir(lake, source.id)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(f"not removing source {slug} without a confirmation: pass --yes")
+        click.confirm(
+            f"Remove source {slug} (id {source.id}) from {settings.path}? Its write key will be refused; "
+            "its lake data and archive stay",
+            abort=True,
+            err=True,
+        )
+    removed = remove_source(resolve_config_path(ctx.config), slug)
+    click.echo(removed, nl=False)
+    click.echo(
+        f"removed source {slug} (id {source.id}) from {settings.path}; kept: its lake data in {data}, "
+        f"its tables in database {settings.database_name(source)}, its raw archive in {archive} "
+        "(delete them yourself if they are no longer wanted; to undo, append the entry above to the file)",
+        err=True,
+    )
+    click.echo(_RUNNING_NOTE, err=True)
 
 
 @sources.command("list")
@@ -170,10 +272,11 @@ def sources_list(ctx: Context, fmt: str) -> None:
             "database": s.database,
             "table_prefix": s.table_prefix,
             "date_partition": s.date_partition,
+            "enabled": s.enabled,
         }
         for s in ctx.settings().sources
     ]
-    render(["slug", "id", "database", "table_prefix", "date_partition"], rows, fmt)
+    render(["slug", "id", "database", "table_prefix", "date_partition", "enabled"], rows, fmt)
 
 
 @cli.command()
@@ -212,7 +315,9 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
     """Sync the raw archive into the lake now (a Spark job); prints rows written per table.
 
     Exits 0 only if every source finished. A sync lists only the archive's open days (those not
-    yet all synced, and days something wrote into again); --rescan lists them all once.
+    yet all synced, and days something wrote into again); --rescan lists them all once. A disabled
+    source (`eventlake sources disable`) is skipped and said ("Skipped: disabled"); named with
+    --source it exits 2.
 
     \b
     Example:
@@ -223,7 +328,7 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
     from eventlake.errors import UsageError
     from eventlake.progress import say
     from eventlake.scheduler.alerts import failed_results, notify_results
-    from eventlake.sync import SKIPPED, SyncBusyError, run_sync
+    from eventlake.sync import DISABLED, SKIPPED, SyncBusyError, run_sync
 
     settings = ctx.settings()
     if rescan:
@@ -242,6 +347,9 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
     notify_results(settings, results, say)  # failure and recovery alerts (eventlake.scheduler.alerts)
     rows = []
     for result in results:
+        if result.status == DISABLED:
+            click.echo(f"{result.source}: {DISABLED} ({result.error})", err=True)
+            continue
         for table in result.tables:
             rows.append(
                 {
@@ -269,6 +377,10 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
             f"error: a sync of {', '.join(busy)} is already running (without --no-wait this waits)", err=True
         )
         sys.exit(SyncBusyError.exit_code)
+    asked_disabled = [r.source for r in results if r.status == DISABLED and r.source in sources_]
+    if asked_disabled:  # named with --source: the user expected a sync
+        click.echo(f"error: {', '.join(asked_disabled)} not synced: disabled", err=True)
+        sys.exit(UsageError.exit_code)
 
 
 @cli.command()

@@ -4,13 +4,20 @@ A request is acknowledged (200 ``{"success": true}``) only after its enriched me
 fsynced to the spool. Messages that fail :func:`eventlake.spec.validate` are archived anyway: the
 sync quarantines them with the reason, so nothing accepted is silently lost. Messages of a
 suppressed ``userId`` are not archived; they are counted.
+
+The sources follow ``eventlake.toml`` while the app runs (:class:`eventlake.config.SourcesWatch`,
+checked about once a second by a task of the app's lifespan): a source added is accepted, a source
+removed is refused (401), without a restart. A disabled source is still collected: disabling only
+stops its syncs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -28,7 +35,7 @@ from eventlake.collect.enrich import client_ip, enrich_messages
 from eventlake.collect.errors import UnknownEndpointError
 from eventlake.collect.metrics import CONTENT_TYPE, CollectorMetrics, reason_label
 from eventlake.collect.request import basic_auth_user, parse_body, read_body, request_messages, resolve_source
-from eventlake.config import Settings
+from eventlake.config import Settings, SourcesWatch
 from eventlake.errors import EventLakeError
 from eventlake.timestamps import day_start_ms, now_utc
 
@@ -43,10 +50,47 @@ CLIENT_METRICS_ENDPOINT = "m"  # analytics.js posts its own telemetry to /v1/m
 
 class _Collector:
     def __init__(self, settings: Settings, spool: Spool, suppressions: SuppressionCache) -> None:
-        self.settings = settings
+        self.settings = settings  # replaced whole when the sources change (requests read it once)
         self.spool = spool
         self.suppressions = suppressions
         self.metrics = CollectorMetrics(source.slug for source in settings.sources)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Follow ``eventlake.toml``'s sources while the app serves."""
+        watch = SourcesWatch(self.settings, say=log.warning)
+        task = asyncio.create_task(self._follow(watch)) if self.settings.path is not None else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _follow(self, watch: SourcesWatch) -> None:
+        while True:
+            await asyncio.sleep(watch.interval)
+            try:
+                settings = await asyncio.to_thread(self._reload, watch)
+            except Exception as exc:  # never the end of the collector: the next check tries again
+                log.error("re-reading the sources failed: %s: %s", type(exc).__name__, exc)
+                continue
+            if settings is not None:
+                self.settings = settings
+
+    def _reload(self, watch: SourcesWatch) -> Settings | None:
+        """The new settings when the sources changed, with the new sources' suppression lists read
+        (off the event loop: a request of a new source never waits for the lake's store)."""
+        changes = watch.check()
+        if changes is None:
+            return None
+        settings = watch.settings
+        for source in settings.sources:
+            if source.slug in changes.added or source.slug in changes.changed:
+                self.suppressions.user_ids(source.id)
+                self.metrics.add_source(source.slug)
+        return settings
 
     async def health(self, request: Request) -> Response:
         return Response(_HEALTHY, media_type=_JSON)
@@ -147,13 +191,15 @@ def create_app(
     """The Tracking API (``POST /v1/{track,identify,...,batch,import}``), ``/health``, ``/metrics``.
 
     The suppression lists of every configured source are read here, before the first request
-    (afterwards they are re-read in the background: requests never wait for the lake's store)."""
+    (afterwards they are re-read in the background: requests never wait for the lake's store).
+    While the app runs (its lifespan), the sources follow ``settings.path``."""
     if suppressions is None:
         suppressions = SuppressionCache(settings.lake.storage(), settings.lake.root)
     for source in settings.sources:
         suppressions.user_ids(source.id)
     collector = _Collector(settings, spool, suppressions)
     app = Starlette(
+        lifespan=collector.lifespan,
         routes=[
             Route("/health", collector.health, methods=["GET"]),
             Route("/metrics", collector.render_metrics, methods=["GET"]),

@@ -112,6 +112,11 @@ class CollectorMetrics:
         self._bucket_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self._latency_sum = 0.0
 
+    def add_source(self, slug: str) -> None:
+        """A source added while running: its counters show from now on, at 0."""
+        for counter in (self.accepted, self.suppressed):
+            counter.setdefault(slug, 0)
+
     def observe_request(self, status: int, seconds: float) -> None:
         self.requests[status] += 1
         self._bucket_counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1

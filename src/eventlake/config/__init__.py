@@ -5,6 +5,7 @@ Precedence: defaults < ``eventlake.toml`` < environment (``EVENTLAKE__SECTION__K
 """
 
 from eventlake.config.loader import CONFIG_ENV, CONFIG_FILE, load_settings, resolve_config_path
+from eventlake.config.reload import SourceChanges, SourcesWatch
 from eventlake.config.settings import (
     DATE_PARTITIONS,
     AlertsSettings,
@@ -22,7 +23,13 @@ from eventlake.config.settings import (
     SyncSettings,
     client_host,
 )
-from eventlake.config.writer import add_source, new_source_id, write_initial_config
+from eventlake.config.writer import (
+    add_source,
+    new_source_id,
+    remove_source,
+    set_source_enabled,
+    write_initial_config,
+)
 
 __all__ = [
     "CONFIG_ENV",
@@ -38,13 +45,17 @@ __all__ = [
     "RetentionSettings",
     "Secret",
     "Settings",
+    "SourceChanges",
     "SourceSettings",
+    "SourcesWatch",
     "SparkSettings",
     "SyncSettings",
     "client_host",
     "add_source",
     "load_settings",
     "new_source_id",
+    "remove_source",
+    "set_source_enabled",
     "resolve_config_path",
     "write_initial_config",
 ]

@@ -258,6 +258,7 @@ def _sources(raw_sources: Any) -> tuple[SourceSettings, ...]:
             ),
             dedupe_window_days=_typed(f"{where}.dedupe_window_days", item.get("dedupe_window_days", 7), int),
             fill_ip=_typed(f"{where}.fill_ip", item.get("fill_ip", "auto"), str),
+            enabled=_typed(f"{where}.enabled", item.get("enabled", True), bool),
         )
         _validate_source(where, source)
         sources.append(source)

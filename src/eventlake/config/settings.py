@@ -178,6 +178,9 @@ class SourceSettings:
     partition_by_slug: bool = False
     dedupe_window_days: int = 7
     fill_ip: str = "auto"  # context.ip from the request: auto (browser/mobile messages), always, never
+    # false: its events are still collected and archived, but no sync (nor `up`'s engine) reads them
+    # until it is enabled again; the sync then takes everything archived meanwhile
+    enabled: bool = True
 
     @property
     def dir_name(self) -> str:

@@ -1,19 +1,30 @@
-"""Write ``eventlake.toml``: the commented initial file and appended ``[[sources]]`` blocks.
+"""Write ``eventlake.toml``: the commented initial file, appended ``[[sources]]`` blocks, a
+source's ``enabled = false`` and the removal of its block (the rest of the file, comments
+included, is kept as it is).
 
 The file holds the sources' write keys and the ids that name their lake folders: it is written
 whole (temp file, fsync, rename, fsync of the folder), readable by its owner only (0600)."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import tomli_w
 
 from eventlake.config.loader import CONFIG_FILE, SLUG, WRITE_KEY, load_settings, settings_from_text
+from eventlake.config.settings import Settings, SourceSettings
 from eventlake.errors import ConfigError, UsageError
 from eventlake.storage.local import make_dirs, write_atomic
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 CONFIG_MODE = 0o600  # write keys, database passwords
 
@@ -102,3 +113,81 @@ def add_source(
     settings_from_text(new_text, config_path, environ={})  # refused before anything is written
     write_atomic(config_path.resolve(), new_text.encode("utf-8"), mode=CONFIG_MODE)  # a symlink stays one
     return entry
+
+
+_HEADER = re.compile(r"^\s*\[")  # a [table] or [[array]] header line
+_SOURCES_HEADER = re.compile(r"^\s*\[\[\s*sources\s*\]\]\s*(#.*)?$")
+_ENABLED = re.compile(r"^\s*enabled\s*=")
+_TRIVIA = re.compile(r"^\s*(#.*)?$")  # a blank or comment line
+
+
+def set_source_enabled(config_path: Path, slug: str, enabled: bool) -> bool:
+    """Write ``enabled = false`` into the source's ``[[sources]]`` entry (disable), or take it out
+    (enable: true is the default); False when the source already was so (nothing is written)."""
+    settings = load_settings(config_path, environ={})
+    if settings.source(slug).enabled == enabled:
+        return False
+    lines = config_path.read_text(encoding="utf-8").splitlines(keepends=True)
+    start, end = _source_block(lines, slug, config_path)
+    body = [line for line in lines[start + 1 : end] if not _ENABLED.match(line)]
+    if not enabled:
+        last = max((i for i, line in enumerate(body) if not _TRIVIA.match(line)), default=-1)
+        body.insert(last + 1, "enabled = false\n")
+    new_lines = [*lines[: start + 1], *body, *lines[end:]]
+    _check_and_write(config_path, "".join(new_lines), settings, slug, lambda s: s.enabled == enabled)
+    return True
+
+
+def remove_source(config_path: Path, slug: str) -> str:
+    """Take the source's ``[[sources]]`` entry out of the file (its comments inside go with it,
+    those after its last setting stay); the entry's text, as it was."""
+    settings = load_settings(config_path, environ={})
+    settings.source(slug)  # refuses an unknown slug, naming the known ones
+    lines = config_path.read_text(encoding="utf-8").splitlines(keepends=True)
+    start, end = _source_block(lines, slug, config_path)
+    while end > start + 1 and _TRIVIA.match(lines[end - 1]):
+        end -= 1  # comments and blank lines at its end belong to what follows
+    removed = "".join(lines[start:end])
+    head, tail = "".join(lines[:start]).rstrip("\n"), "".join(lines[end:]).lstrip("\n")
+    new_text = "\n\n".join(part for part in (head, tail.rstrip("\n")) if part) + "\n"
+    _check_and_write(config_path, new_text, settings, slug, None)
+    return removed
+
+
+def _source_block(lines: list[str], slug: str, config_path: Path) -> tuple[int, int]:
+    """The lines ``[start, end)`` of the ``[[sources]]`` entry of ``slug``: its header up to the
+    next header (or the end of the file)."""
+    headers = [i for i, line in enumerate(lines) if _HEADER.match(line)] + [len(lines)]
+    for start, end in zip(headers, headers[1:], strict=False):
+        if not _SOURCES_HEADER.match(lines[start]):
+            continue
+        try:
+            entry = tomllib.loads("".join(lines[start:end]))["sources"][0]
+        except (tomllib.TOMLDecodeError, KeyError, IndexError):
+            continue
+        if entry.get("slug") == slug:
+            return start, end
+    raise UsageError(
+        f"source {slug!r} is not written as a [[sources]] table in {config_path}; edit the file by hand"
+    )
+
+
+def _check_and_write(
+    config_path: Path,
+    new_text: str,
+    before: Settings,
+    slug: str,
+    changed: Callable[[SourceSettings], bool] | None,
+) -> None:
+    """Write ``new_text`` once it is valid and differs from ``before`` only in ``slug``'s entry: as
+    ``changed`` says, or without it (None: removed); the file is replaced whole."""
+    after = settings_from_text(new_text, config_path, environ={})
+    others_before = [s for s in before.sources if s.slug != slug]
+    others_after = [s for s in after.sources if s.slug != slug]
+    target = [s for s in after.sources if s.slug == slug]
+    done = not target if changed is None else len(target) == 1 and changed(target[0])
+    if others_after != others_before or not done:  # the edit touched more than the entry: refuse
+        raise UsageError(
+            f"could not edit the entry of source {slug!r} in {config_path}; edit the file by hand"
+        )
+    write_atomic(config_path.resolve(), new_text.encode("utf-8"), mode=CONFIG_MODE)

@@ -2,11 +2,14 @@
 session and one catalog connection for its whole life.
 
 - It syncs every source every ``[sync] interval_seconds`` (start to start; back to back when a
-  sync takes longer) through :func:`eventlake.sync.run_sync`, the entry point of ``eventlake
-  sync``: the same locks, the same exactly-once commit, the same reports. It only saves the 5-10 s
-  of JVM and metastore client start that a sync process pays. It never waits for a source's lock:
-  a source that another process holds (a replay, a ``schema set-type``, a ``users delete``, a sync
-  elsewhere) is skipped and said, the others go on, and the next interval tries it again.
+  sync takes longer), the sources as ``eventlake.toml`` has them at the start of each interval
+  (:class:`eventlake.config.SourcesWatch`: added, removed, disabled and enabled sources without a
+  restart; a disabled source is said once and not synced), through
+  :func:`eventlake.sync.run_sync`, the entry point of ``eventlake sync``: the same locks, the same
+  exactly-once commit, the same reports. It only saves the 5-10 s of JVM and metastore client
+  start that a sync process pays. It never waits for a source's lock: a source that another
+  process holds (a replay, a ``schema set-type``, a ``users delete``, a sync elsewhere) is skipped
+  and said, the others go on, and the next interval tries it again.
 - After each sync it counts each source's failures in a row and sends the failure and recovery
   alerts of ``[alerts]`` (:mod:`eventlake.scheduler.alerts`).
 - It compacts every ``[compact] interval_seconds`` (after a sync; 0: never) through
@@ -40,7 +43,7 @@ import time
 from typing import Any
 
 from eventlake import progress
-from eventlake.config import Settings
+from eventlake.config import Settings, SourcesWatch
 from eventlake.progress import Say
 
 ENGINE_APP_NAME = "eventlake-engine"
@@ -89,6 +92,8 @@ def run_engine(settings: Settings, say: Say = progress.say, max_syncs: int | Non
 
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     spark = server = None
+    watch = SourcesWatch(settings, say=engine_say)  # the sources follow eventlake.toml
+    disabled: set[str] = set()  # disabled sources already said
     try:
         spark, catalog, server = _start(engine_settings(settings), engine_say)
         syncs = 0
@@ -96,7 +101,9 @@ def run_engine(settings: Settings, say: Say = progress.say, max_syncs: int | Non
         retained = float("-inf")  # retention (when set) after the first sync, then every interval
         while not state.stop.is_set():
             started = time.monotonic()
-            if not _sync_once(settings, spark, catalog, say, engine_say):
+            watch.check(force=True)
+            settings = watch.settings
+            if not _sync_once(settings, spark, catalog, say, engine_say, disabled):
                 engine_say("the Spark session is gone; exiting (up starts a new engine)")
                 return 1
             syncs += 1
@@ -159,10 +166,22 @@ def _quiet_thrift_logs(spark: Any) -> None:
         configurator.setLevel(logger, level)
 
 
-def _sync_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say) -> bool:
-    """One sync of every source, in the session; False when the session is gone."""
+def _sync_once(
+    settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say, disabled: set[str] | None = None
+) -> bool:
+    """One sync of every source, in the session; False when the session is gone. A disabled source
+    is said once (``disabled`` holds those said, across intervals), not every interval."""
     from eventlake.scheduler.alerts import failed_results, notify_results
-    from eventlake.sync import SKIPPED, run_sync
+    from eventlake.sync import DISABLED, SKIPPED, run_sync
+
+    disabled = set() if disabled is None else disabled
+    now_disabled = {source.slug for source in settings.sources if not source.enabled}
+    for slug in sorted(now_disabled - disabled):
+        engine_say(f"{slug}: {DISABLED} (collected and archived; synced again once enabled)")
+    disabled.intersection_update(now_disabled)
+    disabled.update(now_disabled)
+    if not any(source.enabled for source in settings.sources):
+        return True  # nothing to sync (no sources yet, or all disabled): the next interval looks again
 
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", SYNC_POOL)
     try:  # a source whose lock is held (a replay, a set-type ...) is skipped, not waited for
@@ -173,7 +192,7 @@ def _sync_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_sa
         return _alive(spark)
     notify_results(settings, results, engine_say)  # failure alerts (see eventlake.scheduler.alerts)
     for result in results:
-        if result.status == "Nothing to do":
+        if result.status in ("Nothing to do", DISABLED):
             continue
         if result.status == SKIPPED:
             engine_say(f"{result.source}: {result.status} ({result.error}); retried next interval")

@@ -11,13 +11,22 @@ from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.report import SyncResult, TableResult
 
 SKIPPED = "Skipped: already running"
+DISABLED = "Skipped: disabled"  # a source with enabled = false: collected and archived, not synced
+
+
+def disabled_message(slug: str) -> str:
+    return (
+        f"source {slug} is disabled: its events are collected and archived but not synced; "
+        f"`eventlake sources enable {slug}` resumes syncing, everything archived meanwhile included"
+    )
 
 
 def run_sync(
     settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, catalog=None,
     say: Say = say,
 ) -> list[SyncResult]:  # fmt: skip
-    """Sync the given sources (default: all) once; a failed source does not stop the others.
+    """Sync the given sources (default: all) once; a failed source does not stop the others. A
+    disabled source is not synced: its result says :data:`DISABLED`.
 
     ``spark`` is an existing SparkSession (tests, long-lived services); otherwise one is built
     from the settings and stopped at the end. ``catalog`` is an existing catalog on that session
@@ -30,8 +39,16 @@ def run_sync(
     sources = [settings.source(slug) for slug in slugs] if slugs else list(settings.sources)
     if not sources:
         raise UsageError("no sources configured: add one with `eventlake sources add SLUG`")
-    storage = settings.lake.storage()
     results: list[SyncResult] = []
+    for source in sources:
+        if not source.enabled:  # said by the caller (up's engine: once, not every interval)
+            results.append(
+                SyncResult.skipped(source.slug, source.id, DISABLED, disabled_message(source.slug))
+            )
+    sources = [source for source in sources if source.enabled]
+    if not sources:  # every source asked for is disabled: no Spark to start
+        return results
+    storage = settings.lake.storage()
     with owned_session(settings, "eventlake-sync", spark, say) as spark:
         if catalog is None:
             catalog = load_catalog(settings, spark)
@@ -54,4 +71,12 @@ def run_sync(
     return results
 
 
-__all__ = ["SKIPPED", "SyncBusyError", "SyncResult", "TableResult", "run_sync"]
+__all__ = [
+    "DISABLED",
+    "SKIPPED",
+    "disabled_message",
+    "SyncBusyError",
+    "SyncResult",
+    "TableResult",
+    "run_sync",
+]

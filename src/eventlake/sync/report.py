@@ -109,6 +109,12 @@ class SyncResult:
             error_code=exc.code if isinstance(exc, EventLakeError) else "internal_error",
         )  # fmt: skip
 
+    @classmethod
+    def skipped(cls, source: str, source_id: str, status: str, why: str) -> SyncResult:
+        """A source not synced on purpose (disabled): no run, nothing read."""
+        now = now_utc()
+        return cls(source, source_id, "", status, now, now, error=why)
+
     @property
     def rows(self) -> int:
         return sum(t.rows for t in self.tables)
