@@ -335,6 +335,17 @@ def schema_file(lake: Location, database: str, table: str) -> Location:
     return schemas_root(lake) / database / f"{table}.json"
 
 
+def table_names_file(lake: Location, source_id: str) -> Location:
+    """Where each segment type of a source lives, when not eventlake's default names (a lake adopted
+    from Segment Data Lakes): ``segment-data/_state/tables/<source-id>.json``."""
+    return lake / DATA / "_state" / "tables" / f"{source_id}.json"
+
+
+def adoption_file(lake: Location, source_id: str) -> Location:
+    """The progress of ``eventlake adopt`` on a source: ``segment-data/_state/adopt/<source-id>.json``."""
+    return lake / DATA / "_state" / "adopt" / f"{source_id}.json"
+
+
 def suppression_file(lake: Location, source_id: str) -> Location:
     """The source's suppression list: ``segment-data/_state/suppression/<source-id>.json``."""
     return lake / DATA / "_state" / "suppression" / f"{source_id}.json"
