@@ -232,7 +232,9 @@ def _folders(
         by_folder.setdefault(info.path.parent, {})[info.path.name] = info
     for folder, infos in by_folder.items():
         parts = folder.relative_to(data).as_posix().split("/")  # type: ignore[union-attr]
-        visible = layout.partition_files(storage, folder, infos)
+        visible = [
+            n for n in layout.partition_files(storage, folder, infos) if not layout.is_eventlake_file_name(n)
+        ]
         if not visible or not parts[0].startswith(f"{FOLDER_KEY}="):
             continue
         name = parts[0].split("=", 1)[1]
@@ -393,6 +395,8 @@ def _seed(
     infos = {i.path.name: i for i in storage.list(folder, "*")}
     ids, received = [], []
     for name in layout.partition_files(storage, folder, infos):
+        if layout.is_eventlake_file_name(name):  # a later sync's: its ids are in the index already
+            continue
         table = pq.read_table(
             pa.BufferReader(storage.read(folder / name)), columns=["message_id", "received_at"]
         )
@@ -421,3 +425,23 @@ def _replace_views(
     except Exception as exc:  # the adoption stands without them
         say(f"{database}: warehouse views not replaced ({type(exc).__name__}: {exc}); "
             "`eventlake catalog repair` replaces them")  # fmt: skip
+
+
+def adopt_source(
+    settings: Settings, slug: str, *, dry_run: bool = False, track_tables: str = "", wait: bool = True,
+    spark: object = None, catalog: Catalog | None = None, say: Callable[[str], None] = lambda line: None,
+) -> Adoption:  # fmt: skip
+    """``eventlake adopt``: plan (``dry_run``) or adopt the SDL data of source ``slug``, holding the
+    source's sync lock (no sync runs meanwhile)."""
+    from eventlake.catalog import load_catalog
+    from eventlake.sync.lock import source_lock
+
+    source = settings.source(slug)
+    storage = settings.lake.storage()
+    catalog = catalog or load_catalog(settings, spark)
+    if dry_run:
+        return plan_adoption(storage, catalog, settings, source, track_tables)
+    with source_lock(
+        storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
+    ):
+        return adopt(storage, catalog, settings, source, track_tables, lambda line: say(f"{slug}: {line}"))
