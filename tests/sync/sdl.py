@@ -112,10 +112,13 @@ def register_glue(
     glue.create_database(DatabaseInput={"Name": database})
     for folder, (name, columns) in tables.items():
         location = str(layout.table_dir(lake, source_id, folder)) + "/"
+        glue_columns = [{"Name": n, "Type": t} for n, t, _ in columns]
+        descriptor = {**serde, "Location": location, "Columns": glue_columns}
         glue.create_table(DatabaseName=database, TableInput={
-            "Name": name, "TableType": "EXTERNAL_TABLE", "Parameters": {"EXTERNAL": "TRUE", "classification": "parquet"},
+            "Name": name, "TableType": "EXTERNAL_TABLE",
+            "Parameters": {"EXTERNAL": "TRUE", "classification": "parquet"},
             "PartitionKeys": [{"Name": "day", "Type": "string"}, {"Name": "hr", "Type": "string"}],
-            "StorageDescriptor": {**serde, "Location": location, "Columns": [{"Name": n, "Type": t} for n, t, _ in columns]},
+            "StorageDescriptor": descriptor,
         })  # fmt: skip
         hours = [now - timedelta(days=30), now - timedelta(hours=2)]
         glue.batch_create_partition(DatabaseName=database, TableName=name, PartitionInputList=[
