@@ -184,6 +184,21 @@ def output_run_id(file_name: str) -> str | None:
     return None
 
 
+_EVENTLAKE_FILE = re.compile(r"part-(compact-)?\d{8}T\d{9}Z-[0-9a-f]{4}-\d{5}\.parquet")
+
+
+def is_eventlake_file_name(file_name: str) -> bool:
+    """A data file eventlake wrote (a sync's or a compaction's), not one of another writer (SDL's
+    Spark: ``part-00000-<uuid>.c000.snappy.parquet``).
+
+    >>> is_eventlake_file_name("part-20261122T104700123Z-1a2b-00003.parquet")
+    True
+    >>> is_eventlake_file_name("part-00000-3f2c9e1a-0b7d-4c1e-9f3a-2d5e6b7c8d9e.c000.snappy.parquet")
+    False
+    """
+    return _EVENTLAKE_FILE.fullmatch(file_name) is not None
+
+
 def is_data_file_name(file_name: str) -> bool:
     """A Parquet file that is not hidden (``.``) or metadata (``_``), as Spark, Hive and Athena see it."""
     return file_name.endswith(_DATA_SUFFIX) and not file_name.startswith((".", "_"))
@@ -333,6 +348,17 @@ def schemas_root(lake: Location) -> Location:
 
 def schema_file(lake: Location, database: str, table: str) -> Location:
     return schemas_root(lake) / database / f"{table}.json"
+
+
+def table_names_file(lake: Location, source_id: str) -> Location:
+    """Where each segment type of a source lives, when not eventlake's default names (a lake adopted
+    from Segment Data Lakes): ``segment-data/_state/tables/<source-id>.json``."""
+    return lake / DATA / "_state" / "tables" / f"{source_id}.json"
+
+
+def adoption_file(lake: Location, source_id: str) -> Location:
+    """The progress of ``eventlake adopt`` on a source: ``segment-data/_state/adopt/<source-id>.json``."""
+    return lake / DATA / "_state" / "adopt" / f"{source_id}.json"
 
 
 def suppression_file(lake: Location, source_id: str) -> Location:

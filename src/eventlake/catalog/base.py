@@ -65,6 +65,12 @@ class Catalog(ABC):
         schemas = {name: self.table_columns(database, name) for name in self.list_tables(database)}
         return {name: columns for name, columns in schemas.items() if columns is not None}
 
+    def table_locations(self, database: str) -> dict[str, str]:
+        """Every table of the database with its location (as the catalog has it: ``s3://...``,
+        ``file:/...``); views have none and are left out. Tables a lake adopted from Segment Data
+        Lakes are found by their location (see ``eventlake adopt``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list table locations")
+
     @abstractmethod
     def create_table(self, spec: TableSpec) -> None:
         """Create the table if it does not exist (an existing one is left as it is)."""

@@ -240,6 +240,16 @@ class GlueCatalog(Catalog):
         columns = {t["Name"]: t.get("StorageDescriptor", {}).get("Columns", []) for t in tables}
         return {name: tuple((c["Name"], c["Type"]) for c in found) for name, found in columns.items()}
 
+    def table_locations(self, database: str) -> dict[str, str]:
+        tables = self._pages(
+            "get_tables", "TableList", f"listing tables of {database}", DatabaseName=database
+        )
+        return {
+            t["Name"]: t["StorageDescriptor"]["Location"]
+            for t in tables
+            if t.get("TableType") != "VIRTUAL_VIEW" and t.get("StorageDescriptor", {}).get("Location")
+        }
+
     def create_table(self, spec: TableSpec) -> None:
         self._call(
             "create_table",

@@ -141,6 +141,21 @@ class HiveCatalog(Catalog):
                 schemas[name] = columns
         return schemas
 
+    def table_locations(self, database: str) -> dict[str, str]:
+        names = self.list_tables(database)
+        if not names:
+            return {}
+        jvm = self.spark.sparkContext._jvm
+        found = self._jvm()["external"].getTablesByName(database, jvm.PythonUtils.toSeq(names))
+        locations: dict[str, str] = {}
+        tables = found.iterator()
+        while tables.hasNext():
+            table = tables.next()
+            location = table.storage().locationUri()
+            if location.isDefined() and table.tableType().name() != "VIEW":
+                locations[table.identifier().table()] = location.get().toString()
+        return locations
+
     def create_table(self, spec: TableSpec) -> None:
         self._forget(spec.database, spec.name)
         name = f"{_ident(spec.database)}.{_ident(spec.name)}"

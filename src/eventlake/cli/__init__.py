@@ -4,6 +4,7 @@ Commands live in modules of this package that register on the ``cli`` group of `
 imported here.
 """
 
+from eventlake.cli import adopt as _adopt  # noqa: F401  (registers `eventlake adopt`)
 from eventlake.cli import catalog as _catalog  # noqa: F401  (registers `eventlake catalog`)
 from eventlake.cli import compact as _compact  # noqa: F401  (registers `eventlake compact`)
 from eventlake.cli import importer as _importer  # noqa: F401  (registers `eventlake import`)

@@ -10,12 +10,13 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from eventlake.schema.types import BIGINT, BOOLEAN, DECIMAL, STRING, TIMESTAMP
+from eventlake.schema.types import BIGINT, BOOLEAN, DECIMAL, DOUBLE, STRING, TIMESTAMP
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     BIGINT: pa.int64(),
     BOOLEAN: pa.bool_(),
     DECIMAL: pa.decimal128(38, 6),
+    DOUBLE: pa.float64(),  # never inferred: an adopted table's (see eventlake.schema.types)
     STRING: pa.string(),
     TIMESTAMP: pa.timestamp("us", tz="UTC"),
 }

@@ -1,8 +1,11 @@
 """Lake column types: inference from JSON values, casts into a column's type, schema evolution.
 
-Exactly five types exist: ``bigint``, ``boolean``, ``decimal(38,6)``, ``string``, ``timestamp``.
-A new column's type is inferred from the non-null values seen in a sync's batch; once a column
-exists its type never changes, and later values are cast into it (or quarantined with a reason).
+Exactly five types are inferred: ``bigint``, ``boolean``, ``decimal(38,6)``, ``string``,
+``timestamp``. A new column's type is inferred from the non-null values seen in a sync's batch; once
+a column exists its type never changes, and later values are cast into it (or quarantined with a
+reason). A column may also be ``double`` (:data:`EXISTING_TYPES`): never inferred, but an adopted
+Segment Data Lakes table whose type was corrected to it (Segment's support did, on request) keeps
+it, and later numbers are cast into it.
 
 >>> infer_type(value_type(v) for v in (1, 2.5))
 'decimal(38,6)'
@@ -32,6 +35,8 @@ __all__ = [
     "BIGINT",
     "BOOLEAN",
     "DECIMAL",
+    "DOUBLE",
+    "EXISTING_TYPES",
     "RESERVED_TYPES",
     "STRING",
     "TIMESTAMP",
@@ -51,6 +56,10 @@ DECIMAL = "decimal(38,6)"
 STRING = "string"
 TIMESTAMP = "timestamp"
 TYPES = (BIGINT, BOOLEAN, DECIMAL, STRING, TIMESTAMP)
+DOUBLE = "double"
+# the types a column may have: the inferred ones, and those a table adopted from Segment Data
+# Lakes may hold (a sync casts into them, never infers them)
+EXISTING_TYPES = (*TYPES, DOUBLE)
 
 # Top-level columns whose type is fixed, whatever values the first batch holds.
 RESERVED_TYPES: Mapping[str, str] = MappingProxyType(
@@ -165,6 +174,8 @@ def cast_value(value: object, target: str) -> tuple[object, str | None]:
     ((True, None), (None, 'not a boolean'))
     >>> cast_value("2026-11-22 12:47:01+02:00", TIMESTAMP)[0].isoformat()
     '2026-11-22T10:47:01+00:00'
+    >>> cast_value(3, DOUBLE), cast_value("2.5", DOUBLE), cast_value(True, DOUBLE)
+    ((3.0, None), (2.5, None), (None, 'boolean into double'))
     """
     try:
         caster = _CASTS[target]
@@ -231,6 +242,16 @@ def _cast_string(value: object) -> tuple[object, str | None]:
     return str(value), None
 
 
+def _cast_double(value: object) -> tuple[object, str | None]:
+    if isinstance(value, bool):
+        return None, "boolean into double"
+    number = _to_decimal(value)
+    if number is None or not number.is_finite():
+        return None, "not a number"
+    result = float(number)
+    return (result, None) if math.isfinite(result) else (None, "out of range for double")
+
+
 def _cast_timestamp(value: object) -> tuple[object, str | None]:
     if isinstance(value, datetime):
         return as_utc(value), None
@@ -242,6 +263,7 @@ _CASTS: dict[str, Callable[[object], tuple[object, str | None]]] = {
     BIGINT: _cast_bigint,
     BOOLEAN: _cast_boolean,
     DECIMAL: _cast_decimal,
+    DOUBLE: _cast_double,
     STRING: _cast_string,
     TIMESTAMP: _cast_timestamp,
 }

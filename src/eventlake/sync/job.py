@@ -64,6 +64,7 @@ class SourceSync:
         self.lake = settings.lake.root
         self.state = SyncState(storage, self.lake, source.id)
         self.database = settings.database_name(source)
+        self.names = self.state.table_names(source.table_prefix)  # adopted SDL names, or eventlake's
         self.lease = lease  # on an object store: checked before anything is published
         self.kept: list[DataFrame] = []  # frames persisted for the run, dropped at its end
         self.replay = replay  # a replay's range (see :mod:`.replay`); None for a sync
@@ -107,6 +108,7 @@ class SourceSync:
         stage = RunStage(
             self.lake, self.source.id, self.source.dir_name, run_id,
             layout.partition_columns(self.source.date_partition),
+            self.names,
         )  # fmt: skip
         try:
             manifest, result = self._stage(files, stage, start)
@@ -198,7 +200,7 @@ class SourceSync:
         )
         quarantine = self.source.table_prefix + QUARANTINE_TABLE
         plan = plan_tables(
-            observed, self.catalog, self.database, self.source.table_prefix,
+            observed, self.catalog, self.database, self.names,
             self.settings.sync.max_tables_per_database, quarantine, self.say,
         )  # fmt: skip
         positions = drop.column(0).combine_chunks()
@@ -279,7 +281,7 @@ class SourceSync:
             + (f", new columns {', '.join(c for c, _ in new)}" if new and not table.is_new else "")
         )
         keys = stage.keys
-        location = layout.table_dir(self.lake, self.source.dir_name, table.segment_type)
+        location = layout.table_dir(self.lake, self.source.dir_name, self.names.folder(table.segment_type))
         spec = TableSpec(self.database, table.name, table.evolution.columns, keys, str(location))
         result = TableResult(
             self.database, table.name, rows, table.is_new, new,

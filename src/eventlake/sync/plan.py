@@ -11,7 +11,8 @@ from pyspark.sql import functions as F
 
 from eventlake.catalog import Catalog
 from eventlake.progress import Say
-from eventlake.schema import Evolution, evolve, table_name
+from eventlake.schema import Evolution, evolve
+from eventlake.schema.table_names import TableNames
 from eventlake.sync.transform import SUPPRESSED
 
 
@@ -95,20 +96,20 @@ def plan_tables(
     observed: Observed,
     catalog: Catalog,
     database: str,
-    table_prefix: str,
+    names: TableNames,
     limit: int,
     quarantine: str,
     say: Say,
 ) -> Plan:
     """Each table's schema and whether it is new; new tables past ``limit`` are blocked (their
-    messages go to the ``quarantine`` table)."""
+    messages go to the ``quarantine`` table). ``names`` names each segment type's table."""
     collisions = observed.collisions
     present = catalog.table_schemas(database)
     room = limit - len(present)
     tables: dict[str, TablePlan] = {}
     blocked: dict[str, str] = {}
     for segment_type, columns in sorted(observed.types.items()):
-        name = table_name(segment_type, table_prefix)
+        name = names.table(segment_type)
         existing = present.get(name)
         if existing is None:
             if room <= 0:

@@ -7,11 +7,12 @@ a destination from a path.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from eventlake import layout
+from eventlake.schema.table_names import TableNames
 from eventlake.storage import Location, Storage
 
 # kinds of staged file, and where each is published
@@ -50,6 +51,9 @@ class RunStage:
     source_dir: str  # the source's folder under segment-data/data (its id, or slug)
     run_id: str
     keys: tuple[str, ...]  # the partition keys of the source's tables
+    # each segment type's segment_type= folder (the segment type itself, but in a lake adopted
+    # from Segment Data Lakes: see eventlake.schema.table_names)
+    names: TableNames = field(default_factory=TableNames)
 
     @property
     def root(self) -> Location:
@@ -71,7 +75,8 @@ class RunStage:
 
     def final(self, file: StagedFile) -> Location:
         if file.kind == TABLE:
-            return layout.table_dir(self.lake, self.source_dir, file.segment_type) / self._relative(file)
+            folder = self.names.folder(file.segment_type)
+            return layout.table_dir(self.lake, self.source_dir, folder) / self._relative(file)
         if file.kind == DEDUPE:
             return (
                 layout.dedupe_index_dir(self.lake, self.source_id)

@@ -7,6 +7,7 @@ at any instant leaves either the old or the new state, never half of one.
 from __future__ import annotations
 
 from eventlake import layout
+from eventlake.schema.table_names import TableNames
 from eventlake.storage import Location, Storage
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.manifest import Manifest
@@ -26,6 +27,17 @@ class SyncState:
 
     def record_synced(self, run_id: str, files: list[str]) -> None:
         self.ledger.record(run_id, files)
+
+    def table_names(self, table_prefix: str) -> TableNames:
+        """Where the source's segment types live: the names an adoption recorded, else eventlake's
+        (``table_prefix`` + segment type, folder = segment type)."""
+        path = layout.table_names_file(self.lake, self.source_id)
+        if not self.storage.exists(path):
+            return TableNames(table_prefix)
+        return TableNames.from_json(self.storage.read(path))
+
+    def write_table_names(self, names: TableNames) -> None:
+        self.storage.write(layout.table_names_file(self.lake, self.source_id), names.to_json())
 
     def pending(self) -> list[Manifest]:
         return [

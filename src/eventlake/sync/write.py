@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eventlake import layout
-from eventlake.schema import BIGINT, BOOLEAN, DECIMAL, STRING, TIMESTAMP, cast_value
+from eventlake.schema import BIGINT, BOOLEAN, DECIMAL, DOUBLE, STRING, TIMESTAMP, cast_value
 from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import Location, Storage
 from eventlake.sync.index_keys import records_of, write_keys
@@ -35,7 +35,7 @@ BATCH_ROWS = 10_000  # rows whose payloads a write task holds as Python objects 
 
 
 # the Python type whose values a column of each type takes unchanged (bool is not an int here: type())
-_SAME: dict[str, type] = {STRING: str, BIGINT: int, BOOLEAN: bool}
+_SAME: dict[str, type] = {STRING: str, BIGINT: int, BOOLEAN: bool, DOUBLE: float}
 # the date-times Arrow's cast reads exactly as parse_timestamp does (years 1000 to 8999, at most
 # microseconds, an offset); any other text, or an impossible date in it, goes value by value
 _DATE_TIME = (

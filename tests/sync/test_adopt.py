@@ -1,0 +1,128 @@
+"""`eventlake adopt` on a local lake with the Hive metastore: an SDL lake (tables not in the
+catalog) adopted in place, queried, synced into, adopted again, and adopted after a crash."""
+
+from __future__ import annotations
+
+import pytest
+
+from eventlake import layout
+from eventlake.query import run_query
+from eventlake.sync import run_sync
+from eventlake.sync.adopt import adopt_source
+from eventlake.timestamps import now_utc
+from tests.sync.sdl import TRACK_COLUMNS, sdl_lake
+from tests.sync.test_sync import Killed, kill_on_call
+
+pytestmark = pytest.mark.spark
+
+
+def count(lake, table: str) -> int:
+    sql = f"SELECT count(*) AS n FROM {lake.source.database}.{table}"
+    return run_query(lake.settings, sql, engine="duckdb").rows[0]["n"]
+
+
+def adopt(lake, spark, **options):
+    return adopt_source(lake.settings, lake.slug, spark=spark, **options)
+
+
+def folders(lake) -> list[str]:
+    data = layout.source_data_dir(lake.settings.lake.root, lake.source.id)
+    return sorted(p.name for p in data.iterdir())
+
+
+@pytest.mark.parametrize("style", ["track_", "tracks_"])
+def test_an_sdl_lake_is_adopted_in_place_and_synced_into(lake, spark, style):
+    now, storage, root = now_utc(), lake.settings.lake.storage(), lake.settings.lake.root
+    ids = sdl_lake(storage, root, lake.source.id, now)
+    track_table = f"{style}page_viewed"
+
+    planned = adopt(lake, spark, dry_run=True, track_tables=style)
+    assert {t.folder: t.table for t in planned.tables} == {"identify": "identify", "page_viewed": track_table}
+    assert {t.table: (len(t.new_partitions), len(t.seed)) for t in planned.tables} == {
+        "identify": (2, 1),
+        track_table: (2, 1),
+    }
+    assert not storage.exists(layout.table_names_file(root, lake.source.id))  # a dry run writes nothing
+    assert not (root / "segment-data" / "_state").exists()
+
+    adopted = adopt(lake, spark, track_tables=style)
+    assert adopted.seeded_ids == 4  # the recent hour's 3 track ids and 1 identify id
+    assert count(lake, track_table) == 5 and count(lake, "identify") == 2
+    db = lake.source.database
+    assert spark.sql(f"SELECT count(*) AS n FROM {db}.{track_table}").collect()[0]["n"] == 5  # registered
+    described = [tuple(r) for r in spark.sql(f"DESCRIBE {db}.{track_table}").collect()][:14]
+    assert [(c, t) for c, t, _ in described][5:9] == [
+        ("properties_revenue", "decimal(38,6)"), ("properties_quantity", "bigint"),
+        ("properties_paid", "boolean"), ("properties_discount", "double"),
+    ]  # fmt: skip
+
+    # a new sync: a message SDL had (a client's resend) is dropped; the rest go into SDL's tables
+    lake.archive([
+        {"type": "track", "userId": "u1", "event": "Page Viewed", "messageId": "t-new-2",
+         "properties": {"revenue": 9.99}},
+        {"type": "track", "userId": "u2", "event": "Page Viewed", "messageId": "t-later",
+         "properties": {"revenue": 1.5, "discount": 1, "coupon": "X"}},
+        {"type": "identify", "userId": "u2", "messageId": "i-later", "traits": {"email": "x@y.z"}},
+    ], now)  # fmt: skip
+    [result] = run_sync(lake.settings, [lake.slug], spark=spark, say=lambda line: None)
+    assert result.status == "Success", result.error
+    assert result.duplicates_dropped == 1
+    assert {t.table: t.rows for t in result.tables} == {track_table: 1, "identify": 1}
+    assert folders(lake) == ["segment_type=identify", "segment_type=page_viewed"]  # no folder of its own
+    assert count(lake, track_table) == 6 and count(lake, "identify") == 3
+    later = (
+        f"SELECT properties_discount, properties_coupon FROM {db}.{track_table} WHERE message_id = 't-later'"
+    )
+    assert list(run_query(lake.settings, later, engine="duckdb").rows) == [
+        {"properties_discount": 1.0, "properties_coupon": "X"}
+    ]
+    columns = [r[0] for r in spark.sql(f"DESCRIBE {db}.{track_table}").collect()]
+    sdl_columns = [name for name, _, _ in TRACK_COLUMNS]
+    assert columns[: len(sdl_columns)] == sdl_columns  # SDL's columns first, in SDL's order
+    assert columns.index("properties_coupon") >= len(sdl_columns)  # new ones appended after them
+
+    # a rerun adopts nothing twice (the sync's new partition is eventlake's, not SDL's)
+    again = adopt(lake, spark)
+    assert not again.work and again.seeded_ids == 0
+    assert count(lake, track_table) == 6
+    assert ids  # the fixture's ids, for the reader
+
+
+CRASHES = {
+    "while registering partitions": ("eventlake.catalog.hive.HiveCatalog", "add_partitions", 2),
+    "while seeding the dedupe index": ("eventlake.sync.adopt", "_seed", 2),
+    "before writing the progress": ("eventlake.sync.adopt.Progress", "to_json", 3),
+}
+
+
+@pytest.mark.parametrize("point", list(CRASHES))
+def test_an_adoption_killed_at_any_step_is_finished_by_a_rerun(lake, spark, monkeypatch, point):
+    now, storage, root = now_utc(), lake.settings.lake.storage(), lake.settings.lake.root
+    sdl_lake(storage, root, lake.source.id, now)
+    kill_on_call(monkeypatch, *CRASHES[point])
+    with pytest.raises(Killed):
+        adopt(lake, spark)
+    monkeypatch.undo()
+
+    adopt(lake, spark)
+    assert not adopt(lake, spark, dry_run=True).work
+    assert count(lake, "track_page_viewed") == 5 and count(lake, "identify") == 2
+    lake.archive([
+        {"type": "track", "userId": "u1", "event": "Page Viewed", "messageId": "t-new-3"},
+        {"type": "identify", "userId": "u1", "messageId": "i-new-1"},
+    ], now)  # fmt: skip
+    [result] = run_sync(lake.settings, [lake.slug], spark=spark, say=lambda line: None)
+    assert result.status == "Success" and result.duplicates_dropped == 2 and result.rows == 0
+
+
+def test_a_layout_the_date_partition_does_not_describe_is_refused(lake, spark):
+    import dataclasses
+
+    from eventlake.errors import EventLakeError
+
+    storage, root = lake.settings.lake.storage(), lake.settings.lake.root
+    sdl_lake(storage, root, lake.source.id, now_utc())
+    source = dataclasses.replace(lake.source, date_partition="year-month-day-hour")
+    settings = dataclasses.replace(lake.settings, sources=(source,))
+    with pytest.raises(EventLakeError, match='set date_partition = "day-hour" for source'):
+        adopt_source(settings, lake.slug, spark=spark, dry_run=True)
