@@ -62,6 +62,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from s3_sync import AWS_ENV, BUCKET, Moto, with_settings  # noqa: E402
+
 from sync import EVENTLAKE, _message  # noqa: E402
 
 DAY_MS = 86_400_000
@@ -293,9 +294,9 @@ class History:
         from eventlake import layout
 
         items = [
-            (layout.report_file(self.lake, _day(day), self.source.id, run_id_at(day + i * SYNC_SECONDS * 1000 + 20, i)),
-             self.report)
+            (layout.report_file(self.lake, _day(day), self.source.id, run), self.report)
             for i in range(0, runs, every)
+            for run in [run_id_at(day + i * SYNC_SECONDS * 1000 + 20, i)]
         ]  # fmt: skip
         self.ctx.layer.put(items)
 
@@ -566,17 +567,20 @@ def old_format(ctx: Context, args: argparse.Namespace) -> None:
         for i in range(0, len(names), per_run):
             run = run_id_at(day + (i // per_run) * SYNC_SECONDS * 1000 + 20, count)
             files = [f"{root}/{day}/{n}" for n in names[i : i + per_run]]
-            entries.append((layout.ledger_file(lake, source.id, run),
-                            orjson.dumps({"run_id": run, "files": files}, option=orjson.OPT_INDENT_2)))  # fmt: skip
+            entries.append(
+                (
+                    layout.ledger_file(lake, source.id, run),
+                    orjson.dumps({"run_id": run, "files": files}, option=orjson.OPT_INDENT_2),
+                )
+            )
             count += 1
     real = sorted(f"{root}/{day}/{name}" for day, names in view.synced.items() for name in names)
     run = run_id_at(ctx.now_ms - 60_000, 0)
     entries.append((layout.ledger_file(lake, source.id, run), orjson.dumps({"run_id": run, "files": real})))
     ctx.layer.put(entries)
     history.lay_index(30, 1.0, args.today_hours)
-    log(
-        f"[local] old format: {len(entries):,} run entries, {sum(map(len, history.names.values())):,} archive files"
-    )
+    archive = sum(map(len, history.names.values()))
+    log(f"[local] old format: {len(entries):,} run entries, {archive:,} archive files")
     ctx.add_batch("old", args.batch)
     upgrade = ctx.sync("old")
     log(f"  upgrade sync: {upgrade['wall']:.2f} s, listing step {upgrade['step']['seconds']:.3f} s")
@@ -619,8 +623,8 @@ def report(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
             if not mine:
                 continue
             base = mine[0]
-            print(f"\n{store} lake, R = {rate:,} messages/s ({args.runs} warm micro-batches of {args.batch:,} "
-                  f"messages; medians)")  # fmt: skip
+            print(f"\n{store} lake, R = {rate:,} messages/s ({args.runs} warm micro-batches of "
+                  f"{args.batch:,} messages; medians)")  # fmt: skip
             print("| D | archive files | state files | index ids in window | micro-batch | ratio to D="
                   f"{base['D']} | listing step | requests per micro-batch (LIST/GET/PUT/DELETE/HEAD/Glue) "
                   "| of which the listing step |")  # fmt: skip
@@ -640,8 +644,9 @@ def report(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
             print(f"\nmoto PUT rate: {r['put_rate']:,.0f} objects/s")
         if r.get("old_format"):
             up, after = r["upgrade"], r["after"]
-            print(f"\nold ledger format, 1 day ({r['run_entries']:,} run entries, {r['archive_files']:,} archive "
-                  f"files): upgrade sync {up['wall']:.2f} s (listing step {up['step']['seconds']:.3f} s, "
+            print(f"\nold ledger format, 1 day ({r['run_entries']:,} run entries, {r['archive_files']:,} "
+                  f"archive files): upgrade sync {up['wall']:.2f} s (listing step "
+                  f"{up['step']['seconds']:.3f} s, "
                   f"requests {up['requests']}); then micro-batches {after['wall']:.2f} s (listing step "
                   f"{after['step']:.3f} s); ratio {up['wall'] / after['wall']:.2f}")  # fmt: skip
 
@@ -658,7 +663,7 @@ def main() -> None:
     parser.add_argument("--today-hours", type=float, default=12.0, help="hours of files in today's folder")
     parser.add_argument("--run-entries", type=int, default=12, help="ledger run entries since the last fold")
     parser.add_argument("--s3-density", type=float, default=1 / 16,
-                        help="share of a closed day's archive files, reports and table hours laid on S3")  # fmt: skip
+                        help="share of a closed day's archive files, reports, hours laid on S3")  # fmt: skip
     parser.add_argument("--index-scale", nargs="*", default=["local:30=1", "local:2000=0.03125",
                         "s3:30=0.25", "s3:2000=0.0078125"],
                         help="share of the dedupe index's ids laid, as STORE:R=SCALE")  # fmt: skip
