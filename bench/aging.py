@@ -464,23 +464,46 @@ class Context:
 
         before = self.counter.snapshot()
         started = time.monotonic()
-        [result] = run_sync(self.settings, [slug], spark=self.spark, catalog=self.catalog, say=QUIET)
+        lines: list[tuple[float, str]] = []
+        record = lambda line: lines.append((time.monotonic() - started, line))  # noqa: E731
+        [result] = run_sync(self.settings, [slug], spark=self.spark, catalog=self.catalog, say=record)
         wall = time.monotonic() - started
         if result.status == "Nothing to do" or result.input_messages <= 0:
             raise SystemExit(f"{slug}: the micro-batch synced nothing: {result.status}")
         return {"wall": wall, "requests": delta(self.counter.snapshot(), before), "step": self.step,
-                "messages": result.input_messages, "status": result.status}  # fmt: skip
+                "messages": result.input_messages, "status": result.status, "phases": phases(lines, wall),
+                "load": os.getloadavg()[0]}  # fmt: skip
 
     def batches(self, slug: str) -> list[dict[str, Any]]:
         runs = []
         for i in range(1 + self.args.runs):
             self.add_batch(slug, self.args.batch)
             run = self.sync(slug)
+            spent = {k: round(v, 2) for k, v in run["phases"].items()}
             log(f"  {'warm-up' if i == 0 else f'batch {i}'}: {run['wall']:.2f} s, listing step "
-                f"{run['step']['seconds']:.3f} s, requests {run['requests']}")  # fmt: skip
+                f"{run['step']['seconds']:.3f} s, requests {run['requests']}, phases {spent}, "
+                f"load {run['load']:.1f}")  # fmt: skip
             if i:
                 runs.append(run)
         return runs
+
+
+PHASES = ("start + listing", "parse + dedupe", "plan + write", "commit")
+
+
+def phases(lines: list[tuple[float, str]], wall: float) -> dict[str, float]:
+    """A micro-batch's phases from the sync's progress lines: up to "syncing N archive files" (lease,
+    pending commits, stage cleanup, the ledger and listing), up to "duplicates dropped", up to the
+    first table's line (plan, write), then the commit (publish, catalog, report, ledger)."""
+    marks = [
+        next((at for at, line in lines if " syncing " in line and "archive files" in line), None),
+        next((at for at, line in lines if "duplicates dropped" in line), None),
+        next((at for at, line in lines if re.search(r": \d+ rows", line)), None),
+    ]
+    if None in marks:
+        return {}
+    edges = [0.0, *marks, wall]
+    return {name: edges[i + 1] - edges[i] for i, name in enumerate(PHASES)}
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -490,6 +513,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "step": statistics.median(r["step"]["seconds"] for r in runs),
         "requests": {k: statistics.median(r["requests"][k] for r in runs) for k in KINDS},
         "step_requests": {k: statistics.median(r["step"]["requests"][k] for r in runs) for k in KINDS},
+        "phases": {p: statistics.median(r["phases"].get(p, 0.0) for r in runs) for p in PHASES},
+        "load": statistics.mean(r["load"] for r in runs),
     }
 
 
@@ -635,6 +660,9 @@ def report(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
                 print(f"| {r['D']} | {r['archive_files']:,} | {r['state_files']:,} | {r['index_ids']:,} "
                       f"(x{r['index_scale']:g}) | {r['wall']:.2f} s | {r['wall'] / base['wall']:.2f} | "
                       f"{r['step']:.3f} s | {req} | {step} |")  # fmt: skip
+            print("phases (median s): " + "; ".join(
+                f"D={r['D']}: " + ", ".join(f"{p} {r.get('phases', {}).get(p, 0):.2f}" for p in PHASES)
+                + f" (load {r.get('load', 0):.1f})" for r in mine))  # fmt: skip
             total = [sum(r["requests"].values()) for r in mine]
             print(f"year model: {total[-1]:g} requests per micro-batch x {RUNS_PER_DAY:,} a day x 365 = "
                   f"{total[-1] * RUNS_PER_DAY * 365:,.0f} requests a year; by D: "
