@@ -339,11 +339,13 @@ class History:
     def lay_index(self, rate: int, scale: float, hours: float) -> int:
         """The dedupe index after the hourly merge; returns the ids laid in the dedupe window."""
         from eventlake import layout
+        from eventlake.sync.dedupe_index import merge_index
 
         if self.index_files:
             self.ctx.layer.delete(self.index_files)
             self.index_files = []
         index = layout.dedupe_index_dir(self.lake, self.source.id)
+        merge_index(self.ctx.storage, index)  # the bench's own runs so far, as `up`'s hourly compaction
         rng = np.random.default_rng(rate)
         per_day = int(rate * 86_400 * scale)
         floor = self.ctx.now_ms - (WINDOW_DAYS + 2) * DAY_MS
