@@ -442,7 +442,12 @@ class Context:
         if spark is not None:
             spark.stop()
         if self.moto is not None:
-            self.moto.stop()
+            try:
+                self.moto.stop()
+            except subprocess.TimeoutExpired:  # a busy moto: end it
+                assert self.moto.process is not None
+                self.moto.process.kill()
+                self.moto.process.wait(20)
 
     def add_batch(self, slug: str, messages: int) -> None:
         """One archive file of ``messages`` new messages received in the last minutes, in today's folder."""
