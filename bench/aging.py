@@ -58,7 +58,6 @@ from typing import Any
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from s3_sync import AWS_ENV, BUCKET, Moto, with_settings  # noqa: E402
@@ -192,18 +191,17 @@ def run_id_at(ms: int, salt: int = 0) -> str:
     return start.strftime("%Y%m%dT%H%M%S") + f"{start.microsecond // 1000:03d}Z-{salt % 65536:04x}"
 
 
-def random_ids(rng: np.random.Generator, n: int) -> pa.Array:
-    raw = rng.bytes(16 * n).hex().encode()
-    return pa.array(np.frombuffer(raw, dtype="S32"), type=pa.binary()).cast(pa.string())
-
-
 def index_file(rng: np.random.Generator, n: int, start_ms: int, end_ms: int) -> bytes:
-    received = np.sort(rng.integers(start_ms * 1000, end_ms * 1000, n)).astype("datetime64[us]")
-    table = pa.table(
-        {"message_id": random_ids(rng, n), "received_at": pa.array(received, pa.timestamp("us", "UTC"))}
-    )
+    """A dedupe index key file (sync/index_keys.py) of ``n`` random ids received in [start, end):
+    random 128-bit keys stand for the BLAKE2b hashes of random message ids."""
+    from eventlake.sync.index_keys import RECORD, write_keys
+
+    records = np.empty(n, RECORD)
+    records["hi"] = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+    records["lo"] = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+    records["at"] = rng.integers(start_ms * 1000, end_ms * 1000, n)
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression="snappy")
+    write_keys(sink, records)
     return sink.getvalue()
 
 
@@ -339,7 +337,7 @@ class History:
     def lay_index(self, rate: int, scale: float, hours: float) -> int:
         """The dedupe index after the hourly merge; returns the ids laid in the dedupe window."""
         from eventlake import layout
-        from eventlake.sync.dedupe_index import merge_index
+        from eventlake.sync.index_merge import merge_index
 
         if self.index_files:
             self.ctx.layer.delete(self.index_files)
@@ -356,14 +354,14 @@ class History:
             run = run_id_at(end - SYNC_SECONDS * 1000, day // DAY_MS)
             rows = per_day * (end - day) // DAY_MS if end >= floor else 100
             in_window += rows if end >= floor else 0
-            path = index / layout.run_folder(run) / f"merged-{run}.parquet"
+            path = index / layout.run_folder(run) / layout.index_file_name(run, 0, "merged-")
             items.append((path, index_file(rng, max(rows, 1), day, end)))
         for i in range(int(1_800 / SYNC_SECONDS)):  # today's runs since the last compaction
             started = merged_until + i * SYNC_SECONDS * 1000
             run = run_id_at(started + 20, i)
             rows = int(rate * SYNC_SECONDS * scale)
             in_window += rows
-            path = index / layout.run_folder(run) / layout.part_file_name(run, 0)
+            path = index / layout.run_folder(run) / layout.index_file_name(run, 0)
             items.append((path, index_file(rng, max(rows, 1), started - SYNC_SECONDS * 1000, started)))
         self.ctx.layer.put(items)
         self.index_files = [location for location, _ in items]
