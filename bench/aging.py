@@ -57,7 +57,6 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from s3_sync import AWS_ENV, BUCKET, Moto, with_settings  # noqa: E402
