@@ -29,6 +29,12 @@ WAREHOUSE_QUERIES = [
     "SELECT id, plan, email, received_at FROM {db}.users ORDER BY id",
     "SELECT id, user_id, plan, email FROM {db}.identifies ORDER BY id",
     "SELECT id, anonymous_id, name, path, url FROM {db}.pages ORDER BY id",
+    # Segment's standard columns no data has: NULL (dbt-labs/segment's segment_web_page_views selects these)
+    "SELECT id, url, title, search, referrer, context_campaign_source, context_campaign_medium,"
+    " context_campaign_name, context_campaign_term, context_campaign_content, context_ip, context_user_agent,"
+    " sent_at FROM {db}.pages ORDER BY id",
+    "SELECT id, context_page_url, context_campaign_name, context_ip FROM {db}.tracks ORDER BY id",
+    "SELECT id, previous_id, context_library_name, context_page_url FROM {db}.aliases ORDER BY id",
     "SELECT id, user_id, previous_id FROM {db}.aliases ORDER BY id",
     "SELECT count(*) AS n FROM {db}.groups",
     "SELECT t.event, count(DISTINCT u.id) AS users FROM {db}.tracks t JOIN {db}.users u ON t.user_id = u.id"
@@ -94,6 +100,20 @@ def test_the_warehouse_views_on_both_engines(lake, spark) -> None:
             {"id": "o2", "coupon": None},
             {"id": "o3", "coupon": "WINTER"},
         )
+
+    # the standard columns are there, typed, on both engines; a column the data has keeps its values
+    pages = f"SELECT url, search, referrer, context_campaign_source, sent_at FROM {db}.pages"
+    types = "SELECT typeof(search) AS s, typeof(context_campaign_source) AS c, typeof(sent_at) AS t"
+    types += f" FROM {db}.pages"
+    for engine, text in (("spark", "string"), ("duckdb", "varchar")):
+        assert run_query(lake.settings, pages, engine, spark=spark).rows == (
+            {"url": "https://example.com/", "search": None, "referrer": None, "context_campaign_source": None,
+             "sent_at": None},
+        )  # fmt: skip
+        [typed] = run_query(lake.settings, types, engine, spark=spark).rows
+        assert {k: v.lower() for k, v in typed.items()} == {"s": text, "c": text, "t": "timestamp"}, engine
+    ips = run_query(lake.settings, f"SELECT DISTINCT context_ip FROM {db}.order_completed", "duckdb").rows
+    assert ips == ({"context_ip": "10.0.0.1"},)
 
     differ = []
     for template in WAREHOUSE_QUERIES:

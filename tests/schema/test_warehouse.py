@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eventlake.schema.warehouse import LakeTable, warehouse_views
+from eventlake.schema.warehouse import STANDARD_COLUMNS, LakeTable, warehouse_views
 
 ORDERS = LakeTable(
     "track_order_completed", "track_order_completed",
@@ -80,3 +80,54 @@ def test_events_named_like_lake_tables_get_no_view() -> None:
     views, skipped = _views(*tables)
     assert skipped == ("page", "track_x", "users")
     assert "order_completed" in views and len(views["tracks"].selects) == 4
+
+
+PAGE = LakeTable(
+    "page", "page",
+    (("message_id", "string"), ("name", "string"), ("properties_url", "string"),
+     ("context_page_url", "string"), ("context_ip", "bigint"), ("received_at", "timestamp")),
+)  # fmt: skip
+
+
+def test_every_view_has_the_standard_columns_of_its_call_type_null_when_no_data_has_them() -> None:
+    views, _ = _views(PAGE, SIGNUP, ORDERS, IDENTIFY)
+    for name, view in views.items():
+        have = dict(view.columns)
+        kind = name if name in STANDARD_COLUMNS else "tracks"  # a per-event view has the tracks columns
+        missing = [c for c, _ in STANDARD_COLUMNS[kind] if c not in have]
+        assert not missing, (name, missing)
+        assert have["received_at"] == have.get("sent_at", "timestamp") == "timestamp"  # users: no sent_at
+    pages = views["pages"]
+    (select,) = pages.selects
+    sources = {c.name: c.source for c in select.columns}
+    # the data's columns keep their values (and types); the ones no data has read NULL, typed
+    assert sources["url"] == "properties_url" and sources["context_page_url"] == "context_page_url"
+    assert (
+        sources["search"] is None
+        and sources["referrer"] is None
+        and sources["context_campaign_source"] is None
+    )
+    assert dict(pages.columns)["context_ip"] == "bigint" and dict(pages.columns)["search"] == "string"
+    # each column once; the context columns sorted, after the properties
+    names = [c for c, _ in pages.columns]
+    assert len(names) == len(set(names))
+    context = [n for n in names if n.startswith("context_")]
+    assert context == sorted(context) and names.index("url") < names.index(context[0])
+
+
+def test_standard_columns_in_tracks_do_not_change_the_types_the_data_has() -> None:
+    views, _ = _views(ORDERS, SIGNUP)
+    tracks = dict(views["tracks"].columns)
+    assert tracks["context_campaign_name"] == "string" and tracks["context_ip"] == "string"  # string + bigint
+    views, _ = _views(SIGNUP)
+    assert dict(views["tracks"].columns)["context_ip"] == "bigint"  # absent elsewhere: the data's type
+    campaign = [
+        next(c for c in s.columns if c.name == "context_campaign_name") for s in views["tracks"].selects
+    ]
+    assert [c.source for c in campaign] == [None]
+
+
+def test_empty_views_carry_the_standard_columns() -> None:
+    views, _ = _views()
+    assert {"search", "referrer", "title", "context_campaign_medium"} <= set(dict(views["pages"].columns))
+    assert "users" in views and not dict(views["users"].columns).keys() & {"search", "context_ip"}

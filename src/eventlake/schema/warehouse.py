@@ -24,6 +24,10 @@ The mapping, where the warehouse and the lake differ:
 - ``tracks`` is every track table's common columns (``UNION ALL``); a context column missing
   from a table reads NULL there, and one typed differently in two tables is a string in
   ``tracks``.
+- Every view carries Segment's standard columns of its call type (:data:`STANDARD_COLUMNS`:
+  ``context_page_url``, ``context_campaign_source``, ... everywhere; ``url``, ``path``, ``referrer``,
+  ``search``, ``title`` in ``pages``), NULL of their type when no data has them: SQL written for any
+  Segment warehouse (the dbt package ``dbt-labs/segment``) runs on a source that never sent them.
 - A per-event view whose name a lake table or a standard view takes or could take (``page``,
   ``track_x``, ``tracks``, ``users``, names starting with ``_``) is not made: it is listed in
   :attr:`Views.skipped`.
@@ -66,6 +70,49 @@ _TAIL = (
     ("timestamp", "timestamp", TIMESTAMP),
     ("uuid_ts", "received_at", TIMESTAMP),
 )
+
+
+def _strings(*names: str) -> tuple[tuple[str, str], ...]:
+    return tuple((name, STRING) for name in names)
+
+
+# The context fields Segment's libraries collect on every call (Segment Spec, "Common Fields" /
+# "Context": analytics.js's page, campaign, ip, library, locale and user agent; the mobile libraries'
+# app, device, os, network and timezone), as Segment's warehouses flatten them (``context_<key>``).
+_STANDARD_CONTEXT = tuple(
+    sorted(
+        _strings(
+            "context_campaign_content", "context_campaign_medium", "context_campaign_name",
+            "context_campaign_source", "context_campaign_term",
+            "context_page_path", "context_page_referrer", "context_page_search", "context_page_title",
+            "context_page_url",
+            "context_ip", "context_library_name", "context_library_version", "context_locale",
+            "context_user_agent", "context_timezone",
+            "context_app_build", "context_app_name", "context_app_namespace", "context_app_version",
+            "context_device_id", "context_device_manufacturer", "context_device_model", "context_device_type",
+            "context_os_name", "context_os_version", "context_network_carrier",
+        )
+    )
+)  # fmt: skip
+# Segment's standard warehouse columns of each view beyond ``_HEAD`` and ``_TAIL`` (which every view
+# has): a view carries each of them, NULL of this type when no data has it, as SQL written for any
+# Segment warehouse expects. Sources: Segment's "Warehouse Schemas" page (segment-docs,
+# src/connections/storage/warehouses/schema.md: ``id``, ``anonymous_id``, ``user_id``, ``context_<key>``,
+# ``event``, ``event_text``, ``group_id``, the four timestamps, ``uuid_ts``), the properties analytics.js
+# sends with every ``page`` call (Segment Spec, "Page": ``name``, ``path``, ``referrer``, ``search``,
+# ``title``, ``url``), and the columns the dbt package dbt-labs/segment selects from ``pages``
+# (models/base/segment_web_page_views.sql: ``url``, ``path``, ``title``, ``search``, ``referrer``,
+# ``context_campaign_{source,medium,name,term,content}``, ``context_ip``, ``context_user_agent``).
+# Per-event views have the ``tracks`` columns. Types are the lake's (``string``, ``timestamp``).
+STANDARD_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    TRACKS: _STANDARD_CONTEXT,
+    PAGES: _strings("name", "category", "path", "referrer", "search", "title", "url") + _STANDARD_CONTEXT,
+    SCREENS: _strings("name", "category") + _STANDARD_CONTEXT,
+    IDENTIFIES: _STANDARD_CONTEXT,
+    GROUPS: _strings("group_id") + _STANDARD_CONTEXT,
+    ALIASES: _strings("previous_id") + _STANDARD_CONTEXT,
+    USERS: (),
+}
 _USER_COLUMNS = frozenset({"id", "received_at", "uuid_ts"})  # the users view's own columns
 
 
@@ -132,7 +179,7 @@ def warehouse_views(tables: Sequence[LakeTable], prefix: str = "") -> Views:
     tracks = sorted((t for t in tables if t.segment_type.startswith(_TRACK)), key=lambda t: t.segment_type)
     views: list[View] = [_tracks(tracks, prefix)]
     for name, (kind, carried, own) in _KINDS.items():
-        views.append(_single(prefix + name, by_type.get(kind), carried, own))
+        views.append(_single(prefix + name, by_type.get(kind), carried, own, STANDARD_COLUMNS[name]))
     views.append(_users(prefix + USERS, by_type.get("identify")))
     skipped = []
     for table in tracks:
@@ -140,7 +187,7 @@ def warehouse_views(tables: Sequence[LakeTable], prefix: str = "") -> Views:
         if _taken(name):
             skipped.append(prefix + name)
             continue
-        views.append(_single(prefix + name, table, "properties_", (), event=True))
+        views.append(_single(prefix + name, table, "properties_", (), STANDARD_COLUMNS[TRACKS], event=True))
     return Views(tuple(views), tuple(skipped))
 
 
@@ -149,8 +196,11 @@ def _taken(name: str) -> bool:
     return not name or name in STANDARD_VIEWS or name in _LAKE_KINDS or name.startswith((_TRACK, "_"))
 
 
-def _common(table: LakeTable | None, event: bool) -> tuple[list[Column], list[Column], list[Column]]:
-    """The head, the context columns and the tail of a view over ``table``."""
+def _common(
+    table: LakeTable | None, event: bool, standard: Sequence[tuple[str, str]] = ()
+) -> tuple[list[Column], list[Column], list[Column]]:
+    """The head, the context columns (the table's and the ``standard`` ones, NULL when it has none)
+    and the tail of a view over ``table``."""
     have = dict(table.columns) if table else {}
 
     def column(name: str, source: str, kind: str) -> Column:
@@ -160,14 +210,22 @@ def _common(table: LakeTable | None, event: bool) -> tuple[list[Column], list[Co
     if event:
         event_name = event_view_name(table.segment_type) if table else None
         head += [Column("event", STRING, literal=event_name), column("event_text", "event", STRING)]
-    context = [Column(n, t, n) for n, t in sorted(have.items()) if n.startswith("context_")]
-    return head, context, [column(*c) for c in _TAIL]
+    context = {n: Column(n, t, n) for n, t in have.items() if n.startswith("context_")}
+    for n, t in standard:
+        if n.startswith("context_"):
+            context.setdefault(n, Column(n, t))
+    return head, [context[n] for n in sorted(context)], [column(*c) for c in _TAIL]
 
 
 def _single(
-    name: str, table: LakeTable | None, carried: str | None, own: Sequence[str], event: bool = False
+    name: str,
+    table: LakeTable | None,
+    carried: str | None,
+    own: Sequence[str],
+    standard: Sequence[tuple[str, str]],
+    event: bool = False,
 ) -> View:
-    head, context, tail = _common(table, event)
+    head, context, tail = _common(table, event, standard)
     have = dict(table.columns) if table else {}
     middle = [Column(n, have.get(n, STRING), n if n in have else None) for n in own]
     taken = {c.name for c in head + middle + context + tail}  # the view's own columns win
@@ -177,6 +235,10 @@ def _single(
             if column.startswith(carried) and short and short not in taken:
                 middle.append(Column(short, kind, column))
                 taken.add(short)
+    for short, kind in standard:  # a standard column no data has: NULL
+        if short not in taken and not short.startswith("context_"):
+            middle.append(Column(short, kind))
+            taken.add(short)
     columns = tuple(head + middle + context + tail)
     selects = (Select(table.name, columns),) if table else ()
     return View(name, selects, tuple((c.name, c.type) for c in columns))
@@ -189,6 +251,8 @@ def _tracks(tables: Sequence[LakeTable], prefix: str) -> View:
     for _, columns, _ in per_table:
         for c in columns:
             context[c.name] = c.type if context.get(c.name, c.type) == c.type else STRING
+    for n, t in STANDARD_COLUMNS[TRACKS]:  # the standard ones no table has: NULL
+        context.setdefault(n, t)
     head, _, tail = _common(None, event=True)
     names = sorted(context)
     shape = (
