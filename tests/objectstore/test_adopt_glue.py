@@ -65,9 +65,9 @@ def test_an_sdl_lake_in_glue_keeps_its_names(s3_lake, spark, moto, naming):
 
     # Glue: SDL's table keeps its columns and types, gains the new hour's partition (if new)
     table = glue.get_table(DatabaseName=db, Name=page_viewed)["Table"]
-    assert [(c["Name"], c["Type"]) for c in table["StorageDescriptor"]["Columns"]] == [
-        (n, t) for n, t, _ in TRACK_COLUMNS
-    ]
+    columns = [(c["Name"], c["Type"]) for c in table["StorageDescriptor"]["Columns"]]
+    assert columns[: len(TRACK_COLUMNS)] == [(n, t) for n, t, _ in TRACK_COLUMNS]  # SDL's first, as they were
+    assert len(columns) > len(TRACK_COLUMNS)  # what SDL's never had (projectId), appended after them
     hour = (f"{now:%Y-%m-%d}", f"{now:%H}")
     partitions = glue.get_partitions(DatabaseName=db, TableName=page_viewed)["Partitions"]
     assert hour in {tuple(p["Values"]) for p in partitions}
