@@ -24,7 +24,7 @@ from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say
 from eventlake.storage import Storage
-from eventlake.storage.lease import Lease
+from eventlake.storage.lease import Lease, LeaseLostError
 from eventlake.sync.commit import apply
 from eventlake.sync.dedupe import dedupe
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
@@ -130,10 +130,14 @@ class SourceSync:
         ledger, now_ms = self.state.ledger, int(now_utc().timestamp() * 1000)
         view = ledger.read()
         scan = ledger.scan(view, now_ms)
-        if ledger.checkpoint(
-            view, scan, now_ms, self.lease.check if self.lease is not None else lambda: None
-        ):
-            self.say(f"ledger checkpoint: {len(view.runs)} run entries folded")
+        check = self.lease.check if self.lease is not None else lambda: None
+        try:  # an optimisation: a sync goes on without it, and the next one tries again
+            if ledger.checkpoint(view, scan, now_ms, check):
+                self.say(f"ledger checkpoint: {len(view.runs)} run entries folded")
+        except LeaseLostError:
+            raise
+        except Exception as exc:  # killed or failed at any step, the ledger reads the same (ledger.py)
+            self.say(f"ledger checkpoint failed, retried next sync: {type(exc).__name__}: {exc}")
         return scan.pending
 
     def _report_failure(
