@@ -37,10 +37,14 @@ def test_history_and_health(tmp_path):
     add_source(config, "app")
     settings = load_settings(config, environ={})
     now = now_utc()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    earlier_today = midnight + (now - midnight) / 2  # today whatever the hour (also just past midnight)
     write_run(settings, "web", now - timedelta(days=40))  # outside the 30-day health window
     write_run(settings, "web", now - timedelta(days=1))
-    write_run(settings, "web", now - timedelta(hours=1))
-    write_run(settings, "app", now - timedelta(minutes=5), status="Failed", error="OSError: disk full")
+    write_run(settings, "web", earlier_today)
+    write_run(
+        settings, "app", midnight + (now - midnight) * 3 / 4, status="Failed", error="OSError: disk full"
+    )
 
     history = run_history(settings)
     assert [(r["source"], r["status"]) for r in history] == [
