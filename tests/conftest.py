@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from eventlake import layout
+from eventlake.archive.days import reopen_days
 from eventlake.config import Settings, add_source, load_settings, write_initial_config
 from eventlake.spec import enrich
 from eventlake.timestamps import day_start_ms, now_utc
@@ -87,9 +88,11 @@ class Lake:
     def archive_lines(self, lines: Iterable[bytes], received_at: datetime | None = None) -> Path:
         received_at = received_at or now_utc()
         name = f"test-{next(_file_numbers):06d}"
-        path = layout.archive_file(self.settings.lake.root, self.source.id, day_start_ms(received_at), name)
+        day, storage = day_start_ms(received_at), self.settings.lake.storage()
+        reopen_days(storage, self.settings.lake.root, self.source.id, [day])  # as the sealer: an ended day
+        path = layout.archive_file(self.settings.lake.root, self.source.id, day, name)
         data = gzip.compress(b"".join(line + b"\n" for line in lines))
-        self.settings.lake.storage().write(path, data)  # a local folder or a bucket
+        storage.write(path, data)  # a local folder or a bucket
         return path
 
 

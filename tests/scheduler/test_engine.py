@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from eventlake import layout
+from eventlake.archive.days import reopen_days
 from eventlake.config import add_source, load_settings
 from eventlake.spec import enrich
 from eventlake.storage import LocalStorage
@@ -41,7 +42,9 @@ def archive(project, name: str, message_ids: list[str], received_at: datetime) -
         )
         for m in message_ids
     ]
-    path = layout.archive_file(project.lake, project.source_id, day_start_ms(received_at), name)
+    day = day_start_ms(received_at)
+    reopen_days(LocalStorage(), project.lake, project.source_id, [day])  # as the sealer: an ended day
+    path = layout.archive_file(project.lake, project.source_id, day, name)
     LocalStorage().write(path, gzip.compress(b"".join(line + b"\n" for line in lines)))
 
 
