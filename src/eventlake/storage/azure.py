@@ -42,7 +42,6 @@ import re
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, BinaryIO, cast
 from urllib.parse import urlsplit
@@ -333,12 +332,7 @@ class AzureStorage(Storage):
                         return b""
                     raise
 
-        if len(spans) <= 1:
-            data = [get(span) for span in spans]
-        else:
-            with ThreadPoolExecutor(min(base.RANGE_THREADS, len(spans))) as pool:
-                data = list(pool.map(get, spans))
-        return cut(spans, data, ranges)
+        return cut(spans, base.in_parallel(get, spans, base.RANGE_THREADS), ranges)
 
     def write(self, path: Location, data: bytes, *, private: bool = False) -> None:
         where = _file(path)

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import bisect
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from eventlake.errors import EventLakeError, PermissionsError
 from eventlake.storage.location import Location
@@ -139,6 +140,19 @@ def coalesce(ranges: Sequence[tuple[int, int]], gap: int, most: int) -> list[tup
                 continue
         spans.append((offset, length))
     return spans
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def in_parallel(call: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
+    """``call`` of each item, ``threads`` at a time (on an object store each is a request), in
+    order; one item is called in this thread."""
+    if len(items) <= 1:
+        return [call(item) for item in items]
+    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+        return list(pool.map(call, items))
 
 
 def cut(

@@ -31,7 +31,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, BinaryIO, cast
 
@@ -178,12 +177,7 @@ class S3Storage(Storage):
                 raise
             return cast(bytes, response["Body"].read())
 
-        if len(spans) <= 1:
-            data = [get(span) for span in spans]
-        else:
-            with ThreadPoolExecutor(min(base.RANGE_THREADS, len(spans))) as pool:
-                data = list(pool.map(get, spans))
-        return cut(spans, data, ranges)
+        return cut(spans, base.in_parallel(get, spans, base.RANGE_THREADS), ranges)
 
     def write(self, path: Location, data: bytes, *, private: bool = False) -> None:
         where = _object(path)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -36,6 +35,7 @@ from eventlake import layout
 from eventlake.archive import ArchiveFile, list_archive_files
 from eventlake.archive.days import REOPEN_MARGIN_MS, day_of, list_archive_days, reopened_days
 from eventlake.storage import Location, Storage
+from eventlake.storage.base import in_parallel
 
 CHECKPOINT_RUNS = 16  # run entries a sync reads before it folds them into the checkpoint
 WIDE_GAP_DAYS = 7  # more open days than this (a long pause): list the whole archive once instead
@@ -48,10 +48,7 @@ R = TypeVar("R")
 
 def read_many(read: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``read`` of each item, a few at a time (on an object store each is a request), in order."""
-    if len(items) <= 1:
-        return [read(item) for item in items]
-    with ThreadPoolExecutor(min(_PARALLEL, len(items))) as pool:
-        return list(pool.map(read, items))
+    return in_parallel(read, items, _PARALLEL)
 
 
 def _day_and_name(key: str) -> tuple[int, str]:
