@@ -15,21 +15,33 @@ Local state dir: ``spool/`` (collector), ``metastore_db/`` (embedded Derby), ``m
 service and tools), ``sql-service/`` (where the running Spark Thrift servers listen), ``warehouse/``,
 ``locks/``, ``logs/``.
 
-Which files of a partition folder are data (:func:`visible_data_files`; every reader in eventlake
+Which files of a partition folder are data (:func:`partition_data`; every reader in eventlake
 applies it)::
 
     part-<run>-00000.parquet             a sync's file: data
     part-compact-<run>-00000.parquet     a compaction's output: data once its marker is in the folder
     _compact-<run>.json                  that compaction's commit marker: the files it ``replaced``
                                          are no longer data (they are deleted right after)
+    _v-000003-<rewrite>/                 a version folder (object stores): the partition's whole
+                                         content after a rewrite, committed by the rewrite's
+                                         ``_compact-<rewrite>.json`` marker inside it; the committed
+                                         one with the highest number is the partition's data and
+                                         everything else in the folder is not
     .* and _*                            never data (as for Spark, Hive and Athena)
 
-Compaction (:mod:`eventlake.sync.compact`) stages a partition's new content (its outputs and its
-marker) and then, on a local disk, swaps the staged folder with the partition folder in one
-``renameat2(RENAME_EXCHANGE)``: any reader that lists the folder (Spark through the metastore,
-Hive, DuckDB) sees the old files or the new ones. On an object store it publishes the outputs,
-then the marker (the commit point), then deletes the replaced files: eventlake's readers switch
-at the marker; a reader that does not know the rule (Athena) sees both sets until the deletes.
+A rewrite of a partition (compaction, replay, user deletion, ``schema set-type``;
+:mod:`eventlake.sync.rewrite`) stages the partition's new content and then, on a local disk, swaps
+the staged folder with the partition folder in one ``renameat2(RENAME_EXCHANGE)``: any reader that
+lists the folder (Spark through the metastore, Hive, DuckDB) sees the old files or the new ones, and
+the catalog's location does not change. On an object store (or a disk that cannot exchange folders)
+it publishes the new content into a new version folder ``_v-<number>-<rewrite>/`` inside the
+partition folder, with the files the partition keeps copied there, then the marker (eventlake's
+readers switch here), then moves the partition's location in the catalog to the version folder in
+one call (Glue UpdatePartition, Hive ``ALTER TABLE ... PARTITION ... SET LOCATION``: readers through
+the catalog switch here). The old files stay for ``sync.rewrite_grace_minutes`` (recorded in
+``_state/retired/<source-id>/``), for queries still reading them. A version folder's name starts
+with ``_`` and holds no ``=``: Spark, Hive and Athena skip it when they list the partition folder,
+and partition discovery (``MSCK REPAIR``, a crawler) never takes it for a partition value.
 """
 
 from __future__ import annotations
@@ -238,29 +250,114 @@ def visible_data_files(names: Collection[str], replaced_by: Callable[[str], Iter
 
 
 def partition_files(storage: Storage, folder: Location, names: Collection[str]) -> list[str]:
-    """:func:`visible_data_files` of one partition folder whose files are ``names``, reading its
-    markers through ``storage``."""
-    return visible_data_files(names, lambda marker: marker_replaced(storage.read(folder / marker)))
+    """:func:`partition_data` of one partition folder whose files are ``names`` (relative to it, as
+    :func:`partition_listing` gives them), reading its markers through ``storage``."""
+    return partition_data(names, lambda marker: marker_replaced(storage.read(folder / marker)))
+
+
+def partition_data(names: Collection[str], replaced_by: Callable[[str], Iterable[str]]) -> list[str]:
+    """The data files of a partition folder whose files are ``names`` (relative to it: ``x.parquet``
+    in it, ``_v-000002-<id>/x.parquet`` in a version folder), sorted: every data file of its current
+    version folder (:func:`current_version`), else :func:`visible_data_files` of the files in it.
+
+    >>> partition_data(["part-r1-00000.parquet", "_v-000001-c1/part-c1-00000.parquet"], lambda m: [])
+    ['part-r1-00000.parquet']
+    >>> partition_data(["part-r1-00000.parquet", "_v-000001-c1/part-c1-00000.parquet",
+    ...                 "_v-000001-c1/_compact-c1.json"], lambda m: [])
+    ['_v-000001-c1/part-c1-00000.parquet']
+    """
+    version = current_version(names)
+    if version is not None:
+        inside = (n.split("/", 1) for n in names if n.startswith(version + "/"))
+        return sorted(f"{version}/{name}" for _, name in inside if is_data_file_name(name))
+    return visible_data_files([n for n in names if "/" not in n], replaced_by)
+
+
+VERSION_PREFIX = "_v-"  # a partition's version folder: _v-000003-<rewrite id>
+
+
+def version_folder_name(number: int, rewrite_id: str) -> str:
+    """The folder of a partition's content after a rewrite on an object store.
+
+    >>> version_folder_name(3, "compact-20261122T104700123Z-1a2b")
+    '_v-000003-compact-20261122T104700123Z-1a2b'
+    """
+    return f"{VERSION_PREFIX}{number:06d}-{rewrite_id}"
+
+
+def version_number(name: str) -> int | None:
+    """The number of a version folder's name; None for any other name."""
+    digits = name[len(VERSION_PREFIX) : len(VERSION_PREFIX) + 6]
+    return int(digits) if name.startswith(VERSION_PREFIX) and digits.isdigit() else None
+
+
+def current_version(names: Collection[str]) -> str | None:
+    """The partition's current version folder: of the version folders among ``names`` (relative to
+    the partition folder) holding a commit marker, the one with the highest number; None when none
+    does (the partition's data is the files in its folder)."""
+    committed = [
+        (number, folder)
+        for folder, _, name in (n.partition("/") for n in names)
+        if name and marker_run_id(name) is not None and (number := version_number(folder)) is not None
+    ]
+    return max(committed)[1] if committed else None
+
+
+def next_version_number(names: Collection[str]) -> int:
+    """The number of a partition's next version folder: one more than any there (committed or not)."""
+    numbers = [version_number(n.partition("/")[0]) for n in names if "/" in n]
+    return max((n for n in numbers if n is not None), default=0) + 1
 
 
 def partition_listing(
     storage: Storage, location: Location, depth: int
 ) -> dict[Location, dict[str, FileInfo]]:
     """Every file (data, markers, anything else not hidden) of each partition folder of a table
-    with ``depth`` partition keys, by folder and name: one listing of the table."""
+    with ``depth`` partition keys, by folder and name relative to the folder (a version folder's
+    files as ``_v-.../name``): one listing of the table."""
     folders: dict[Location, dict[str, FileInfo]] = {}
-    for info in storage.list(location, "*/" * depth + "*"):
-        folders.setdefault(info.path.parent, {})[info.path.name] = info
+    for info in storage.list(location, "*/" * depth + "**/*"):
+        parts = info.path.relative_to(location).as_posix().split("/")  # type: ignore[union-attr]
+        if len(parts) == depth + 1:
+            folders.setdefault(info.path.parent, {})[parts[-1]] = info
+        elif len(parts) == depth + 2 and version_number(parts[depth]) is not None:
+            folders.setdefault(info.path.parent.parent, {})[f"{parts[depth]}/{parts[-1]}"] = info
     return folders
+
+
+def folder_names(storage: Storage, folder: Location) -> dict[str, FileInfo]:
+    """The files of one partition folder, by name relative to it (as :func:`partition_listing`)."""
+    found = {}
+    for info in storage.list(folder, "**/*"):
+        parts = info.path.relative_to(folder).as_posix().split("/")  # type: ignore[union-attr]
+        if len(parts) == 1 or (len(parts) == 2 and version_number(parts[0]) is not None):
+            found["/".join(parts)] = info
+    return found
+
+
+def current_folder(storage: Storage, folder: Location) -> Location:
+    """Where a partition's data is now: its current version folder, or the folder itself."""
+    version = current_version(folder_names(storage, folder))
+    return folder / version if version is not None else folder
 
 
 def table_data_files(storage: Storage, location: Location, depth: int) -> list[FileInfo]:
     """Every data file of a table (``depth`` partition keys), by the rule of
-    :func:`visible_data_files`, in path order: what a reader of the table reads."""
+    :func:`partition_data`, in path order: what a reader of the table reads."""
     found = []
     for folder, infos in partition_listing(storage, location, depth).items():
         found += [infos[name] for name in partition_files(storage, folder, infos)]
     return sorted(found, key=lambda f: f.path)
+
+
+def retired_dir(lake: Location, source_id: str) -> Location:
+    """Old files of partitions rewritten on an object store, kept for ``sync.rewrite_grace_minutes``:
+    ``_state/retired/<source-id>/<rewrite-id>.json``, one record per committed rewrite."""
+    return state_dir(lake, "retired", source_id)
+
+
+def retired_file(lake: Location, source_id: str, rewrite_id: str) -> Location:
+    return retired_dir(lake, source_id) / f"{rewrite_id}.json"
 
 
 def partition_values(location: Location, folder: Location, keys: tuple[str, ...]) -> tuple[str, ...] | None:

@@ -180,6 +180,27 @@ def test_existing_partitions_are_kept_and_new_ones_added(
         assert partition_location(catalog, table, values) == moved.partition_location(values)
 
 
+def test_a_partition_moves_to_a_new_location_in_one_call(
+    catalog: Catalog, database: str, tmp_path: Path
+) -> None:
+    """A rewritten partition's version folder (see eventlake.layout): an existing partition moves,
+    a missing one is registered there, a repeat changes nothing, a missing table is said."""
+    table = spec(database, tmp_path)
+    [first, second] = hours(1, 1)[:2]
+    assert not catalog.set_partition_location(database, table.name, table.partition_keys, first, "/x")
+    catalog.ensure_table(table)
+    catalog.add_partitions(table, [first])
+    for values in (first, second):
+        version = Path(table.partition_location(values)) / "_v-000001-compact-1"
+        version.mkdir(parents=True)
+        for _ in range(2):  # the rerun of a run killed after the switch
+            assert catalog.set_partition_location(
+                database, table.name, table.partition_keys, values, str(version)
+            )
+        assert partition_location(catalog, table, values) == str(version)
+    assert catalog.partitions(database, table.name) == [first, second]
+
+
 def test_drop_table_and_database_keep_the_files(catalog: Catalog, database: str, tmp_path: Path) -> None:
     table = spec(database, tmp_path)
     catalog.ensure_table(table)

@@ -75,6 +75,12 @@ class MemoryCatalog(Catalog):
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
         return sorted(self.parts.get((database, table), ()))
 
+    def set_partition_location(self, database, table, partition_keys, values, location) -> bool:
+        if (database, table) not in self.tables:
+            return False
+        self.parts[(database, table)].add(tuple(values))
+        return True
+
     def drop_table(self, database: str, table: str) -> None:
         self.tables.pop((database, table), None)
 

@@ -126,6 +126,9 @@ class RemoteCatalog(Catalog):
     def drop_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         self.call("drop_partitions", spec, list(partitions))
 
+    def set_partition_location(self, database, table, partition_keys, values, location) -> bool:
+        return bool(self.call("set_partition_location", database, table, partition_keys, values, location))
+
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
         return [tuple(p) for p in self.call("partitions", database, table)]
 

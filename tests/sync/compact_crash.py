@@ -39,11 +39,11 @@ def kill_at(module_path: str, attribute: str, number: int) -> None:
 def main(argv: list[str]) -> int:
     config, module_path, attribute, number, *mode = argv
     from eventlake.config import load_settings
-    from eventlake.sync import commit
+    from eventlake.sync import rewrite
     from eventlake.sync.compact import compact_sources
 
     if mode == ["publish"]:
-        commit.exchange_folders = lambda first, second: False  # type: ignore[assignment]
+        rewrite.exchange_folders = lambda first, second: False  # type: ignore[assignment]
     kill_at(module_path, attribute, int(number))
     compact_sources(load_settings(config, environ={}), say=lambda line: None)
     return 3

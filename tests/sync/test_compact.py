@@ -21,7 +21,7 @@ from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.errors import UsageError
 from eventlake.query import run_query
 from eventlake.storage import FileInfo, LocalStorage
-from eventlake.sync import commit, run_sync
+from eventlake.sync import rewrite, run_sync
 from eventlake.sync.compact import compact_sources, plan_bins
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
@@ -274,13 +274,13 @@ def test_a_file_with_a_column_the_table_lacks_is_left_alone(fresh: Lake) -> None
 CRASH_POINTS = {
     "after staging, before the manifest": ("eventlake.sync.state.SyncState", "write_pending", 1),
     "after the manifest, before applying it": ("eventlake.sync.compact", "apply", 1),
-    "after switching, before dropping the replaced files": ("eventlake.sync.commit", "drop_replaced", 1),
+    "after switching, before dropping the replaced files": ("eventlake.sync.rewrite", "drop_replaced", 1),
     "after dropping the first replaced file": ("eventlake.storage.LocalStorage", "delete", 2),
     "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
     "before deleting the staging": ("eventlake.storage.LocalStorage", "delete_tree", 2),
     "first table done, before the second manifest": ("eventlake.sync.state.SyncState", "write_pending", 2),
 }  # fmt: skip
-SWAP_POINTS = {"before exchanging the folders": ("eventlake.sync.commit", "exchange_folders", 1)}
+SWAP_POINTS = {"before exchanging the folders": ("eventlake.sync.rewrite", "exchange_folders", 1)}
 PUBLISH_POINTS = {
     "before publishing the new file": ("eventlake.storage.LocalStorage", "publish", 1),
     "after publishing the new file, before the marker": ("eventlake.storage.LocalStorage", "publish", 2),
@@ -360,9 +360,9 @@ def test_readers_see_every_row_once_after_every_step(
     for name in ("publish", "delete", "delete_tree", "write"):
         checked(LocalStorage, name)
     if mode == "publish":
-        monkeypatch.setattr(commit, "exchange_folders", lambda first, second: False)
+        monkeypatch.setattr(rewrite, "exchange_folders", lambda first, second: False)
     else:
-        checked(commit, "exchange_folders")
+        checked(rewrite, "exchange_folders")
     assert compact(fresh).partitions == 2
     assert ("exchange_folders" in steps) == (mode == "swap") and "delete" in steps
 

@@ -92,6 +92,19 @@ class Catalog(ABC):
         """Unregister partitions (their files stay); missing ones are not an error."""
 
     @abstractmethod
+    def set_partition_location(
+        self,
+        database: str,
+        table: str,
+        partition_keys: tuple[str, ...],
+        values: tuple[str, ...],
+        location: str,
+    ) -> bool:
+        """Point one partition at ``location`` in one call (readers through the catalog switch from
+        the old files to the new ones at once), registering it there if missing. False (and nothing
+        changed) when the table does not exist."""
+
+    @abstractmethod
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
         """The table's registered partitions (values in partition key order), sorted."""
 

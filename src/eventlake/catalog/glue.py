@@ -393,6 +393,48 @@ class GlueCatalog(Catalog):
             found.update(tuple(p["Values"]) for p in answer.get("Partitions", []))
         return found
 
+    def set_partition_location(
+        self,
+        database: str,
+        table: str,
+        partition_keys: tuple[str, ...],
+        values: tuple[str, ...],
+        location: str,
+    ) -> bool:
+        """UpdatePartition with the partition's storage descriptor at ``location`` (none when it is
+        there already: Glue keeps a version per update); a missing partition is created there with
+        the table's storage descriptor (BatchCreatePartition)."""
+        doing = f"moving partition {list(values)} of {database}.{table} to {location}"
+        answer = self._call(
+            "batch_get_partition", doing, ignore=(self.client.exceptions.EntityNotFoundException,),
+            DatabaseName=database, TableName=table, PartitionsToGet=[{"Values": list(values)}],
+        )  # fmt: skip
+        found = (answer or {}).get("Partitions", [])  # none: no such table (or database)
+        if found:
+            partition = found[0]
+            if partition["StorageDescriptor"].get("Location") == location:
+                return True
+            descriptor = copy.deepcopy(partition["StorageDescriptor"])
+            descriptor["Location"] = location
+            partition_input: dict[str, Any] = {"Values": list(values), "StorageDescriptor": descriptor}
+            if partition.get("Parameters"):
+                partition_input["Parameters"] = partition["Parameters"]
+            self._call(
+                "update_partition", doing, DatabaseName=database, TableName=table,
+                PartitionValueList=list(values), PartitionInput=partition_input,
+            )  # fmt: skip
+            return True
+        described = self._get_table(database, table)
+        if described is None:
+            return False
+        descriptor = copy.deepcopy(described["StorageDescriptor"])
+        descriptor["Location"] = location
+        self._call(
+            "batch_create_partition", doing, DatabaseName=database, TableName=table,
+            PartitionInputList=[{"Values": list(values), "StorageDescriptor": descriptor}],
+        )  # fmt: skip
+        return True
+
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
         found = self._pages(
             "get_partitions",

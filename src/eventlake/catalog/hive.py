@@ -218,6 +218,27 @@ class HiveCatalog(Catalog):
             raise
         known.update(unknown)
 
+    def set_partition_location(
+        self,
+        database: str,
+        table: str,
+        partition_keys: tuple[str, ...],
+        values: tuple[str, ...],
+        location: str,
+    ) -> bool:
+        """``ALTER TABLE ... PARTITION (...) SET LOCATION``, after ``ADD IF NOT EXISTS`` of the
+        partition there (a partition the table lacks)."""
+        if self.table_columns(database, table) is None:
+            return False
+        name = f"{_ident(database)}.{_ident(table)}"
+        keys = ", ".join(f"{_ident(k)}={_literal(v)}" for k, v in zip(partition_keys, values, strict=True))
+        where = _literal(hadoop_uri(location))
+        self.spark.sql(f"ALTER TABLE {name} ADD IF NOT EXISTS PARTITION ({keys}) LOCATION {where}")
+        self.spark.sql(f"ALTER TABLE {name} PARTITION ({keys}) SET LOCATION {where}")
+        self._known.setdefault((database, table), set()).add(tuple(values))
+        self.spark.catalog.refreshTable(name)
+        return True
+
     def _add_statement(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """One ``ALTER TABLE ... ADD IF NOT EXISTS`` statement for ``partitions``."""
         clauses = []

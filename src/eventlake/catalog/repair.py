@@ -55,6 +55,21 @@ def partitions_on_disk(storage: Storage, spec: TableSpec) -> list[tuple[str, ...
     return sorted(found)
 
 
+def moved_partitions(storage: Storage, spec: TableSpec) -> dict[tuple[str, ...], str]:
+    """The partitions of a Parquet table whose data is in a version folder (rewritten on an object
+    store, see :mod:`eventlake.layout`), with that folder's name."""
+    if not spec.partition_keys or spec.format != "parquet" or spec.partition_path:
+        return {}
+    root = to_location(spec.location)
+    moved = {}
+    for folder, names in layout.partition_listing(storage, root, len(spec.partition_keys)).items():
+        values = layout.partition_values(root, folder, spec.partition_keys)
+        version = layout.current_version(names)
+        if values is not None and version is not None:
+            moved[values] = version
+    return moved
+
+
 @dataclass(frozen=True)
 class RepairedTable:
     database: str
@@ -90,9 +105,13 @@ def repair_table(catalog: Catalog, storage: Storage, spec: TableSpec) -> Repaire
         differ = [f"{n} {t} (schema file: {declared[n]})" for n, t in existing if declared.get(n, t) != t]
         if differ:
             notice = "catalog types differ from the schema file: " + ", ".join(differ)
-    partitions = partitions_on_disk(storage, spec)
+    moved = moved_partitions(storage, spec)
+    partitions = sorted(set(partitions_on_disk(storage, spec)) | set(moved))
     if partitions:
         catalog.add_partitions(spec, partitions)
+    for values, version in moved.items():  # rewritten on an object store: the catalog reads the version
+        location = f"{spec.partition_location(values)}/{version}"
+        catalog.set_partition_location(spec.database, spec.name, spec.partition_keys, values, location)
     return RepairedTable(
         spec.database,
         spec.name,

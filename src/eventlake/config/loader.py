@@ -157,6 +157,9 @@ def _validate_sections(sections: dict[str, Any]) -> None:
     query = sections["query"]
     if not 0 < query.thrift_port < 65536:
         raise ConfigError("query.thrift_port", f"{query.thrift_port} is not a TCP port", "use 1-65535")
+    grace = sections["sync"].rewrite_grace_minutes
+    if grace < 0:
+        raise ConfigError("sync.rewrite_grace_minutes", f"{grace}", "use >= 0 (minutes)")
     compact = sections["compact"]
     if compact.target_file_mb < 1:
         raise ConfigError("compact.target_file_mb", f"{compact.target_file_mb}", "use >= 1 (MB)")

@@ -107,6 +107,9 @@ class SyncSettings:
     # a lake on an object store: how long a sync's lease on its source lasts unless renewed (a killed
     # sync on another machine blocks the next one at most this long)
     lease_seconds: float = 60.0
+    # a rewritten partition's old files (compaction, replay, user deletion, set-type on an object store)
+    # stay this long after the catalog moved to the new ones: longer than the longest query reading them
+    rewrite_grace_minutes: float = 60.0
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ identifiers and ``SHOW TABLES IN db`` are translated (see :mod:`eventlake.query.
 
 DuckDB reads every partition folder on disk, where Spark reads the partitions registered in the
 catalog; the two differ only while a sync is publishing. In each folder it reads the data files by
-the lake's rule (:func:`eventlake.layout.visible_data_files`), so a compaction in progress is seen
+the lake's rule (:func:`eventlake.layout.partition_data`), so a rewrite in progress is seen
 before or after, never both. A lake on an object store is read
 through :mod:`eventlake.storage` (an Arrow dataset on :func:`~eventlake.storage.arrow.arrow_filesystem`),
 since DuckDB's httpfs extension may not be installable: the same credentials and endpoint as the sync.
@@ -144,7 +144,7 @@ def _glob(spec: TableSpec) -> str:
 
 def table_scan(con: duckdb.DuckDBPyConnection, storage: Storage, spec: TableSpec, index: int) -> str | None:
     """The FROM clause over a table's ``k=v/.../*.parquet`` data files (the rule of
-    :func:`eventlake.layout.visible_data_files`: a compaction's files once committed, never with the
+    :func:`eventlake.layout.partition_data`: a rewrite's files once committed, never with the
     files they replace); None when it has none. On disk DuckDB reads the listed files itself; on an
     object store they are an Arrow dataset read through ``storage``."""
     location = to_location(spec.location)

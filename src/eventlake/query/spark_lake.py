@@ -66,7 +66,7 @@ class LakeTableReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         """One per data file of the table, listed on the driver by the lake's rule
-        (:func:`eventlake.layout.visible_data_files`: a compaction is seen before or after)."""
+        (:func:`eventlake.layout.partition_data`: a rewrite is seen before or after)."""
         storage = load_storage(self.root, endpoint_url=self.endpoint)
         location = to_location(self.spec.location)
         files = layout.table_data_files(storage, location, len(self.spec.partition_keys))

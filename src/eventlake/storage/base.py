@@ -100,6 +100,12 @@ class Storage(ABC):
         ``staged`` is gone and ``final`` exists (a repeat after a crash). Raises
         :class:`StorageError` when neither exists. Not durable until :meth:`commit` of ``final``."""
 
+    def copy(self, source: Location, target: Location) -> None:
+        """Create or replace ``target`` with the bytes of ``source``, which stays (a file a rewritten
+        partition keeps, copied into its new folder). Whole or not at all, like :meth:`write`. This
+        default reads and writes; object stores copy on the server."""
+        self.write(target, self.read(source))
+
     @abstractmethod
     def commit(self, published: Iterable[Location]) -> None:
         """Make the publishing of these files durable (before anything records them as done)."""

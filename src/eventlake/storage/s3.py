@@ -284,6 +284,14 @@ class S3Storage(Storage):
             self.client.delete_object(Bucket=staged.authority, Key=staged.key)
         return True
 
+    def copy(self, source: Location, target: Location) -> None:
+        source, target = _object(source), _object(target)
+        with _refusals("CopyObject", target, source=source):
+            self.client.copy_object(
+                Bucket=target.authority, Key=target.key,
+                CopySource={"Bucket": source.authority, "Key": source.key},
+            )  # fmt: skip
+
     def commit(self, published: Iterable[Location]) -> None:
         """Nothing to do: S3 acknowledges a put, copy or delete only once it is durable."""
 

@@ -9,12 +9,7 @@ its manifest exists is completed by the next run; killed before, it left nothing
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import errno
-import os
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from eventlake.catalog import Catalog
@@ -23,9 +18,9 @@ from eventlake.catalog.views import database_views, lake_table
 from eventlake.config import Settings
 from eventlake.progress import say
 from eventlake.storage import Location, Storage, to_location
-from eventlake.storage.local import fsync_dir
-from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest, PartitionRewrite
+from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest
 from eventlake.sync.report import note_report_day, write_report_rows
+from eventlake.sync.rewrite import apply_rewrite, retire, switch_location
 from eventlake.sync.state import SyncState
 
 
@@ -49,14 +44,26 @@ class CatalogOnce:
 
 
 def apply(
-    manifest: Manifest, catalog: Catalog | None, state: SyncState, storage: Storage, lake: Location
-) -> None:
+    manifest: Manifest, catalog: Catalog | None, state: SyncState, storage: Storage, lake: Location,
+    *, load_catalog: Callable[[], Catalog] | None = None,
+) -> None:  # fmt: skip
     """Publish a run. Safe to call again after a crash at any point. ``catalog`` may be None for a
-    manifest that registers no table (a compaction's)."""
+    manifest that registers no table (a compaction's): ``load_catalog`` gives it when a rewritten
+    partition's location is to move (on an object store)."""
+
+    def the_catalog() -> Catalog:
+        nonlocal catalog
+        if catalog is None and load_catalog is not None:
+            catalog = load_catalog()
+        if catalog is None:
+            raise ValueError(f"run {manifest.run_id} moves partitions: applying it needs the catalog")
+        return catalog
+
     for staged, final in manifest.moves:
         storage.publish(to_location(staged), to_location(final))
-    for rewrite in manifest.rewrites:
-        apply_rewrite(storage, rewrite)
+    moved = [rewrite for rewrite in manifest.rewrites if apply_rewrite(storage, rewrite)]
+    # the catalog's readers switch here, a partition at a time; a table the run creates, after it
+    later = [r for r in moved if r.table and not switch_location(the_catalog(), r)]
     if manifest.report:
         write_report_rows(storage, to_location(manifest.report_path), list(manifest.report))
         note_report_day(storage, lake, manifest.report[0]["day"])  # where readers walking back stop
@@ -83,8 +90,13 @@ def apply(
         if entry.partitions:
             catalog.add_partitions(spec, list(entry.partitions))
         write_schema_file(storage, lake, spec)  # the reports table's too: the DuckDB engine reads it
+    for rewrite in later:
+        if not switch_location(the_catalog(), rewrite):
+            say(f"{rewrite.database}.{rewrite.table}: not in the catalog, {rewrite.version} not registered")
     _replace_views(manifest, catalog, storage, lake)
     storage.commit(to_location(final) for _, final in manifest.moves)  # durable before the ledger says so
+    if moved:
+        retire(storage, lake, manifest.source_id, manifest.run_id, moved)
     if manifest.files:
         state.record_synced(manifest.run_id, list(manifest.files))
     state.drop_pending(manifest.run_id)
@@ -108,85 +120,3 @@ def _replace_views(manifest: Manifest, catalog: Catalog | None, storage: Storage
         except Exception as exc:  # the views must not hold the run: the data is published either way
             say(f"{database}: warehouse views not replaced ({type(exc).__name__}: {exc}); "
                 "`eventlake catalog repair` replaces them")  # fmt: skip
-
-
-# -- rewriting a partition (compaction) ---------------------------------------------------------
-
-
-def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> None:
-    """Switch a partition folder from the files ``rewrite`` replaces to its new ones, so that a
-    reader sees one set or the other (see :mod:`eventlake.layout`), then drop the replaced files.
-
-    The marker in the folder says the switch is done, so a rerun never switches twice. On a local
-    disk the staged folder (new files + marker, plus hard links to the folder's files that stay)
-    is exchanged with the partition folder in one step; the old files end in the staging folder,
-    deleted with it. Elsewhere (object stores, or a disk that cannot exchange folders) the new files
-    are published, then the marker, then the replaced files are deleted."""
-    folder, staged = to_location(rewrite.folder), to_location(rewrite.staged)
-    if not storage.exists(folder / rewrite.marker):
-        if not _swap_local(storage, rewrite, folder, staged):
-            for name in rewrite.files:  # invisible to eventlake's readers until the marker is there
-                storage.publish(staged / name, folder / name)
-            storage.commit(folder / name for name in rewrite.files)
-            storage.publish(staged / rewrite.marker, folder / rewrite.marker)  # the commit point
-            storage.commit([folder / rewrite.marker])
-    drop_replaced(storage, folder, rewrite.replaced)
-
-
-def drop_replaced(storage: Storage, folder: Location, names: tuple[str, ...]) -> None:
-    """Delete the files a committed rewrite replaced (nothing left to do after a swap)."""
-    for name in names:
-        storage.delete(folder / name)
-
-
-def _swap_local(storage: Storage, rewrite: PartitionRewrite, folder: Location, staged: Location) -> bool:
-    """Exchange a local partition folder with its staged new content; False when the store is not
-    a local disk, the folder holds sub-folders, or the file system cannot exchange folders."""
-    local, new = storage.local_path(folder), storage.local_path(staged)
-    if local is None or new is None or not local.is_dir():
-        return False
-    keep = [p for p in local.iterdir() if p.name not in rewrite.replaced]
-    if any(p.is_dir() for p in keep):
-        return False
-    for path in keep:  # the folder's files that stay (a later sync's, a big one): linked, not copied
-        try:
-            os.link(path, new / path.name)
-        except FileExistsError:  # linked before a crash
-            pass
-    fsync_dir(new)
-    if not exchange_folders(local, new):
-        return False
-    fsync_dir(local.parent)
-    fsync_dir(new.parent)
-    return True
-
-
-_RENAME_EXCHANGE = 2  # linux/fs.h
-_RENAME_SWAP = 2  # macOS sys/stdio.h
-_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP}
-
-
-def exchange_folders(first: Path, second: Path) -> bool:
-    """Atomically exchange two folders' names (Linux ``renameat2(RENAME_EXCHANGE)``, macOS
-    ``renamex_np(RENAME_SWAP)``). False when this system or file system cannot."""
-    libc = _libc()
-    try:
-        if sys.platform == "darwin":
-            call = libc.renamex_np
-            result = call(os.fsencode(first), os.fsencode(second), _RENAME_SWAP)
-        else:
-            call = libc.renameat2
-            at_fdcwd = -100
-            result = call(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), _RENAME_EXCHANGE)
-    except AttributeError:  # a C library without the call
-        return False
-    if result == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in _UNSUPPORTED:
-        return False
-    raise OSError(code, f"cannot exchange {first} and {second}: {os.strerror(code)}")
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)

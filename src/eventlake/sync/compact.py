@@ -21,7 +21,7 @@ marker), a :class:`~eventlake.sync.manifest.Manifest` listing them as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,6 +43,7 @@ from eventlake.sync.commit import CatalogOnce, apply
 from eventlake.sync.index_merge import merge_index
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.manifest import Manifest, PartitionRewrite
+from eventlake.sync.rewrite import drop_retired, finish_rewrite
 from eventlake.sync.stage import RunStage, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc
@@ -123,7 +124,7 @@ def compact_sources(
         raise UsageError(f"--older-than must not be negative, not {hours} hours")
     cutoff = (now or now_utc()) - timedelta(hours=hours)
     storage = settings.lake.storage()
-    catalog_for = CatalogOnce(settings, spark, catalog).for_manifest
+    catalog_once = CatalogOnce(settings, spark, catalog)
 
     results = []
     for source in sources:
@@ -132,7 +133,7 @@ def compact_sources(
             with source_lock(
                 storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
             ) as lease:
-                job = SourceCompaction(settings, source, storage, lease, catalog_for, tell)
+                job = SourceCompaction(settings, source, storage, lease, catalog_once, tell)
                 results.append(job.run(cutoff))
         except SyncBusyError as exc:
             tell(str(exc))
@@ -153,10 +154,10 @@ class SourceCompaction:
 
     def __init__(
         self, settings: Settings, source: SourceSettings, storage: Storage, lease: Lease | None,
-        catalog_for: Callable[[Manifest], Catalog | None], say: Say,
+        catalog: CatalogOnce, say: Say,
     ) -> None:  # fmt: skip
         self.settings, self.source, self.storage, self.lease = settings, source, storage, lease
-        self.catalog_for, self.say = catalog_for, say
+        self.catalog, self.say = catalog, say
         self.lake = settings.lake.root
         self.target = settings.compact.target_file_mb * MB
         self.state = SyncState(storage, self.lake, source.id)
@@ -164,8 +165,13 @@ class SourceCompaction:
     def run(self, cutoff: datetime) -> CompactResult:
         for manifest in self.state.pending():  # an interrupted sync, set-type or compaction goes first
             self.say(f"completing interrupted run {manifest.run_id}")
-            apply(manifest, self.catalog_for(manifest), self.state, self.storage, self.lake)
+            apply(
+                manifest, self.catalog.for_manifest(manifest), self.state, self.storage, self.lake,
+                load_catalog=self.catalog,
+            )  # fmt: skip
         self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
+        grace = timedelta(minutes=self.settings.sync.rewrite_grace_minutes)
+        drop_retired(self.storage, self.lake, self.source.id, grace)  # rewritten partitions' old files
         tables = tuple(self.table(spec, cutoff) for spec in self.tables())
         check = self.lease.check if self.lease is not None else lambda: None
         index = merge_index(self.storage, layout.dedupe_index_dir(self.lake, self.source.id), check)
@@ -244,7 +250,7 @@ class SourceCompaction:
         if self.lease is not None:
             self.lease.check()
         self.state.write_pending(manifest)
-        apply(manifest, None, self.state, self.storage, self.lake)
+        apply(manifest, None, self.state, self.storage, self.lake, load_catalog=self.catalog)
         return len(rewrites)
 
 
@@ -289,28 +295,11 @@ def stage_rewrite(
     except CompactionSkipError:
         storage.delete_tree(staged)
         raise
+    relative = {info.path: name for name, info in names.items()}
     return finish_rewrite(
-        storage, stage, folder, staged, names, outputs, [f.path.name for g in bins for f in g]
-    )
-
-
-def finish_rewrite(
-    storage: Storage, stage: RunStage, folder: Location, staged: Location, names: Collection[str],
-    outputs: list[str], replaced: list[str], rewrite_id: str | None = None,
-) -> PartitionRewrite:  # fmt: skip
-    """Stage the commit marker of a partition folder whose files ``replaced`` give way to the
-    ``outputs`` staged in ``staged`` (compaction, user deletion). ``names``: every file in the
-    folder now; an older compaction's marker is replaced too once none of its outputs stays.
-    ``rewrite_id``: the ``compact-`` id naming the outputs and the marker (default: the stage's run)."""
-    replaced = list(replaced)
-    for name in names:
-        run = layout.marker_run_id(name)
-        if run is not None and all(n in replaced for n in names if layout.output_run_id(n) == run):
-            replaced.append(name)
-    rewrite_id = rewrite_id or stage.run_id
-    marker = layout.compaction_marker_name(rewrite_id)
-    storage.write(staged / marker, layout.marker_document(rewrite_id, outputs, replaced))
-    return PartitionRewrite(str(folder), str(staged), tuple(outputs), tuple(replaced), marker)
+        storage, stage, folder, staged, names, outputs, [relative[f.path] for g in bins for f in g],
+        table=spec,
+    )  # fmt: skip
 
 
 def write_compacted(storage: Storage, path: Location, inputs: Sequence[Location], schema: pa.Schema) -> int:

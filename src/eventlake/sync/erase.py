@@ -32,6 +32,7 @@ import gzip
 import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 
 import orjson
 import pyarrow as pa
@@ -49,9 +50,9 @@ from eventlake.storage import Storage, to_location
 from eventlake.storage.lease import Lease
 from eventlake.sync import SKIPPED
 from eventlake.sync.commit import CatalogOnce, apply
-from eventlake.sync.compact import finish_rewrite
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.manifest import Manifest
+from eventlake.sync.rewrite import drop_retired, finish_rewrite
 from eventlake.sync.stage import RunStage, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import format_timestamp, now_utc
@@ -113,7 +114,7 @@ def delete_user(
         raise UsageError("no sources configured: add one with `eventlake sources add SLUG`")
     requested_by = requested_by or getpass.getuser()
     storage = settings.lake.storage()
-    catalog_for = CatalogOnce(settings, spark, catalog).for_manifest
+    catalog_once = CatalogOnce(settings, spark, catalog)
 
     results = []
     for source in sources:
@@ -124,7 +125,7 @@ def delete_user(
             with source_lock(
                 storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
             ) as lease:
-                SourceErasure(settings, source, storage, tell, lease).run(result, requested_by, catalog_for)
+                SourceErasure(settings, source, storage, tell, lease).run(result, requested_by, catalog_once)
         except SyncBusyError as exc:
             tell(str(exc))
             result.status, result.error = SKIPPED, str(exc)
@@ -146,11 +147,14 @@ class SourceErasure:
         # on an object store: before each change, a holder that lost the source's lease stops
         self.check = lease.check if lease is not None else lambda: None
 
-    def run(self, result: ErasureResult, requested_by: str, catalog_for) -> None:
+    def run(self, result: ErasureResult, requested_by: str, catalog: CatalogOnce) -> None:
         started = now_utc()
         for manifest in self.state.pending():  # an interrupted sync, compaction or deletion goes first
             self.say(f"completing interrupted run {manifest.run_id}")
-            apply(manifest, catalog_for(manifest), self.state, self.storage, self.lake)
+            apply(
+                manifest, catalog.for_manifest(manifest), self.state, self.storage, self.lake,
+                load_catalog=catalog,
+            )  # fmt: skip
         self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
         # what makes a row the user's, kept until the end: a rerun after a kill finds the rows whose
         # linking messages an earlier run already deleted from the archive
@@ -160,6 +164,9 @@ class SourceErasure:
         self.storage.write(pending, identity.to_json())
         result.linked_anonymous_ids = len(identity.anonymous_ids)
         result.run_id = new_run_id(started, layout.COMPACT_RUN_PREFIX)  # committed as a rewrite
+        grace = timedelta(minutes=self.settings.sync.rewrite_grace_minutes)
+        drop_retired(self.storage, self.lake, self.source.id, grace)  # rewritten partitions' old files
+        self.catalog = catalog
         for spec in self.tables():  # tables first, the archive (the source of truth) last
             self.table(spec, identity, result)
         self.archive(identity, result)
@@ -286,14 +293,16 @@ class SourceErasure:
                         pq.write_table(kept, handle, compression="snappy")
                     outputs.append(output)
             replaced = [name for name, _, _ in changed]
-            rewrites.append(finish_rewrite(self.storage, stage, folder, staged, infos, outputs, replaced))
+            rewrites.append(
+                finish_rewrite(self.storage, stage, folder, staged, infos, outputs, replaced, table=spec)
+            )
         manifest = Manifest(
             run_id=stage.run_id, source_id=self.source.id, files=(), moves=(), tables=(), report_path="",
             report=(), stage=str(stage.root), rewrites=tuple(rewrites),
         )  # fmt: skip
         self.check()
         self.state.write_pending(manifest)
-        apply(manifest, None, self.state, self.storage, self.lake)
+        apply(manifest, None, self.state, self.storage, self.lake, load_catalog=self.catalog)
 
 
 def _rows_to_keep(table: pa.Table, identity: Identity) -> pa.ChunkedArray | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -23,7 +23,7 @@ from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say
-from eventlake.storage import Storage
+from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.lease import Lease, LeaseLostError
 from eventlake.sync.commit import apply
 from eventlake.sync.dedupe import dedupe
@@ -44,6 +44,7 @@ from eventlake.sync.report import (
     reports_table,
     write_report_rows,
 )
+from eventlake.sync.rewrite import drop_retired
 from eventlake.sync.stage import MESSAGES, TABLE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.sync.transform import PARSED_SCHEMA, parse_files
@@ -79,6 +80,8 @@ class SourceSync:
             apply(manifest, self.catalog, self.state, self.storage, self.lake)
             completed.append(manifest.report)
         self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
+        grace = timedelta(minutes=self.settings.sync.rewrite_grace_minutes)
+        drop_retired(self.storage, self.lake, self.source.id, grace)  # rewritten partitions' old files
         if self.replay is not None:
             files, *window = replay_files(
                 self.storage, self.lake, self.source.id, self.state.ledger, self.replay
@@ -239,20 +242,36 @@ class SourceSync:
         rewrites: list = []
         if self.window is not None:  # a replay replaces the range's partitions and records no file
             rewrites, staged = replace_partitions(
-                self.storage, stage, self.lake, self.source, staged, *self.window, self.segment_types
-            )
+                self.storage, stage, self.lake, self.source, staged, *self.window, self.segment_types,
+                self.database,
+            )  # fmt: skip
             files = ()
         return Manifest(
             run_id=stage.run_id,
             source_id=self.source.id,
             files=tuple(f.key for f in files),
-            moves=tuple(stage.moves(staged)),
+            moves=tuple(self._moves(stage, staged)),
             rewrites=tuple(rewrites),
             tables=tuple(entries),
             report_path=str(report_path(result, self.lake)),
             report=tuple(report_rows(result, self.lake, self.spark.sparkContext.applicationId)),
             stage=str(stage.root),
         )
+
+    def _moves(self, stage: RunStage, staged: list[StagedFile]) -> list[tuple[str, str]]:
+        """``(staged, final)`` pairs: on an object store a table file goes to its partition's
+        current folder (a version folder once the partition was rewritten: see
+        :mod:`eventlake.layout`), one listing per partition written."""
+        current: dict[Location, Location] = {}
+        moves = []
+        for file, (source, final) in zip(staged, stage.moves(staged), strict=True):
+            if file.kind == TABLE and self.storage.local_path(stage.lake) is None:
+                path = to_location(final)
+                if path.parent not in current:
+                    current[path.parent] = layout.current_folder(self.storage, path.parent)
+                final = str(current[path.parent] / path.name)
+            moves.append((source, final))
+        return moves
 
     def _materialize(self, frame: DataFrame, stage: RunStage, name: str) -> DataFrame:
         """``frame`` computed once for the rest of the run, with flat memory: as Parquet in the

@@ -74,16 +74,28 @@ def _legacy_change(entry: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class PartitionRewrite:
-    """A partition folder whose data files a compaction replaces. ``staged`` is a folder holding the
-    new content: the new ``files`` and the commit ``marker`` (the rule is
-    :func:`eventlake.layout.visible_data_files`); ``replaced`` are the names in ``folder`` they
-    supersede (data files and older markers)."""
+    """A partition folder whose data files a rewrite (compaction, replay, user deletion, set-type)
+    replaces. ``staged`` is a folder holding the new content: the new ``files`` and the commit
+    ``marker``; ``replaced`` are the names in ``folder`` they supersede (data files and older
+    markers), ``kept`` the data files that stay. Switched by
+    :func:`eventlake.sync.rewrite.apply_rewrite`: on a local disk the folder is swapped with the
+    staged one; elsewhere the new content goes to the version folder ``version`` inside ``folder``
+    (``kept`` copied there) and the catalog's partition (``database``, ``table``, ``keys``,
+    ``values``; none: not in the catalog) is moved to it; ``retired`` are the names in ``folder``
+    that are then deleted after the grace period (see :mod:`eventlake.layout`)."""
 
     folder: str
     staged: str
     files: tuple[str, ...]
     replaced: tuple[str, ...]
     marker: str
+    version: str = ""
+    kept: tuple[str, ...] = ()
+    retired: tuple[str, ...] = ()
+    database: str = ""
+    table: str = ""
+    keys: tuple[str, ...] = ()
+    values: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,13 +104,24 @@ class PartitionRewrite:
             "files": list(self.files),
             "replaced": list(self.replaced),
             "marker": self.marker,
+            "version": self.version,
+            "kept": list(self.kept),
+            "retired": list(self.retired),
+            "database": self.database,
+            "table": self.table,
+            "keys": list(self.keys),
+            "values": list(self.values),
         }
 
     @classmethod
     def from_dict(cls, entry: dict[str, Any]) -> PartitionRewrite:
         return cls(
-            entry["folder"], entry["staged"], tuple(entry["files"]), tuple(entry["replaced"]), entry["marker"]
-        )
+            entry["folder"], entry["staged"], tuple(entry["files"]), tuple(entry["replaced"]),
+            entry["marker"],
+            entry.get("version", ""), tuple(entry.get("kept", ())), tuple(entry.get("retired", ())),
+            entry.get("database", ""), entry.get("table", ""), tuple(entry.get("keys", ())),
+            tuple(entry.get("values", ())),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,10 @@ differences:
   own folder of the range's ids, as a sync does);
 - **commit**: every table partition of the range is *replaced*, not appended to: its new files
   (perhaps none) are staged with a commit marker naming every file the folder holds now, and
-  switched like a compaction (:func:`eventlake.sync.commit.apply_rewrite`: one swap on a local
-  disk, outputs then marker on an object store), so a reader sees the partition's old content or
-  its new one, never both and never nothing in between; the quarantine's rows received in the
+  switched like a compaction (:func:`eventlake.sync.rewrite.apply_rewrite`: one swap on a local
+  disk; on an object store a new version folder, then the catalog's partition location moved to
+  it), so a reader sees the partition's old content or its new one, never both and never nothing
+  in between; the quarantine's rows received in the
   range are replaced the same way by the replay's own (a replay of some tables: only those
   tables' rows; the other tables' and the invalid messages stay, and it stages none of them);
 - **ledger**: nothing is recorded (the files are in it already); archive files in the range not
@@ -36,17 +37,18 @@ import pyarrow.parquet as pq
 from eventlake import layout
 from eventlake.archive import ArchiveFile, list_archive_files
 from eventlake.archive.days import list_archive_days
+from eventlake.catalog import TableSpec
 from eventlake.catalog.schema_file import is_under, read_schema_files
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.schema import table_name
 from eventlake.storage import Location, Storage, to_location
-from eventlake.sync.compact import finish_rewrite
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.manifest import PartitionRewrite
-from eventlake.sync.quarantine import QUARANTINE_TABLE
+from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table
 from eventlake.sync.report import SyncResult
+from eventlake.sync.rewrite import finish_rewrite
 from eventlake.sync.stage import TABLE, RunStage, StagedFile, new_run_id
 
 DAY_MS = layout.DAY_MS
@@ -170,7 +172,7 @@ def stale_tables(settings: Settings, source: SourceSettings) -> list[str]:
 
 def replace_partitions(
     storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, staged: list[StagedFile],
-    start: datetime, end: datetime, segment_types: frozenset[str] | None = None,
+    start: datetime, end: datetime, segment_types: frozenset[str] | None = None, database: str = "",
 ) -> tuple[list[PartitionRewrite], list[StagedFile]]:  # fmt: skip
     """The rewrites that replace the range's table partitions (of ``segment_types``, None: all)
     with the run's staged table files (moved into each folder's staged content, renamed as the
@@ -202,10 +204,15 @@ def replace_partitions(
     rewrites = []
     for folder in sorted(set(outputs) | set(listings), key=str):
         names = listings.get(folder, {})
+        table = folder
+        for _ in keys:
+            table = table.parent
+        segment_type = table.name.removeprefix("segment_type=")
+        spec = TableSpec(database, table_name(segment_type, source.table_prefix), (), keys, str(table))
         rewrites.append(
             finish_rewrite(
                 storage, stage, folder, stage.rewrite_folder(folder), names, outputs.get(folder, []),
-                list(names), rewrite_id,
+                list(names), rewrite_id, spec if database else None,
             )
         )  # fmt: skip
     # a quarantine row names its table by segment type (a sync's) or by table name (set-type's)
@@ -214,13 +221,14 @@ def replace_partitions(
         if segment_types is None
         else segment_types | {table_name(t, source.table_prefix) for t in segment_types}
     )
-    rewrites += _quarantine_rewrites(storage, stage, lake, source, start, end, rewrite_id, tables)
+    quarantine = quarantine_table(lake, database, source.id, source.table_prefix) if database else None
+    rewrites += _quarantine_rewrites(storage, stage, lake, source, start, end, rewrite_id, tables, quarantine)
     return rewrites, [f for f in staged if f.kind != TABLE]
 
 
 def _quarantine_rewrites(
     storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, start: datetime,
-    end: datetime, rewrite_id: str, tables: frozenset[str] | None,
+    end: datetime, rewrite_id: str, tables: frozenset[str] | None, spec: TableSpec | None = None,
 ) -> list[PartitionRewrite]:  # fmt: skip
     """Each quarantine file holding rows received in the range, rewritten without them (the replay
     stages its own). A replay of some tables (``tables``: the names their rows carry) takes only
@@ -254,7 +262,7 @@ def _quarantine_rewrites(
         if replaced:
             staged = stage.rewrite_folder(folder)
             rewrites.append(
-                finish_rewrite(storage, stage, folder, staged, infos, outputs, replaced, rewrite_id)
+                finish_rewrite(storage, stage, folder, staged, infos, outputs, replaced, rewrite_id, spec)
             )
     return rewrites
 

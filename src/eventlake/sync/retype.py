@@ -7,9 +7,13 @@ not fit the new type becomes null and is kept in the source's quarantine.
 
 The change is committed like a sync run: the rewritten files and the quarantined values are
 staged, a manifest is written, and applying it publishes the files, changes the catalog and the
-schema file. Killed at any point, the next sync or set-type completes it (or, before the
-manifest, starts it again). A file already of the new type is left alone. Values quarantined
-before (they did not fit the old type) come back only by re-loading them from the raw archive.
+schema file. On a local disk each file is replaced in place; on an object store each partition
+holding a file to rewrite is rewritten whole, as a compaction does (a new version folder and the
+catalog's partition location moved to it: readers through the catalog see the partition's old
+files or its new ones, never a mix). Killed at any point, the next sync or set-type completes
+it (or, before the manifest, starts it again). A file already of the new type is left alone.
+Values quarantined before (they did not fit the old type) come back only by re-loading them from
+the raw archive.
 """
 
 from __future__ import annotations
@@ -23,18 +27,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eventlake import layout
-from eventlake.catalog import load_catalog
+from eventlake.catalog import TableSpec, load_catalog
 from eventlake.catalog.schema_file import read_schema_file
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say
 from eventlake.schema import TYPES, cast_value
 from eventlake.schema.arrow import ARROW_TYPES
-from eventlake.storage import Location, Storage, to_location
+from eventlake.storage import Storage, to_location
 from eventlake.sync.commit import apply
 from eventlake.sync.lock import source_lock
-from eventlake.sync.manifest import CHECK, RETYPE, Manifest, TableEntry
+from eventlake.sync.manifest import CHECK, RETYPE, Manifest, PartitionRewrite, TableEntry
 from eventlake.sync.quarantine import quarantine_table, rows_table, value_row
+from eventlake.sync.rewrite import finish_rewrite
 from eventlake.sync.stage import REPLACE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc
@@ -86,15 +91,14 @@ def set_column_type(
         stage = RunStage(
             lake, source.id, source.dir_name, new_run_id(now_utc(), "retype-"), spec.partition_keys
         )
-        staged, rejected = _stage_rewrites(storage, stage, to_location(spec.location), table, column, kind)
+        staged, rewrites, rewritten, rejected = _stage_rewrites(storage, stage, spec, table, column, kind)
         if old != kind:
             say(f"{qualified}.{column}: {old} -> {kind} in the catalog")
-        manifest = _manifest(stage, source, spec, staged, rejected, settings)
+        manifest = _manifest(stage, source, spec, staged, rewrites, rejected)
         if lease is not None:
             lease.check()
         state.write_pending(manifest)
         apply(manifest, catalog, state, storage, lake)
-        rewritten = sum(f.kind == REPLACE for f in staged)
         say(f"{table}.{column}: {rewritten} files rewritten, {rejected} values quarantined")
     return RetypeResult(qualified, column, old, kind, rewritten, rejected)
 
@@ -104,8 +108,8 @@ def _manifest(
     source: SourceSettings,
     spec: Any,
     staged: list[StagedFile],
+    rewrites: list[PartitionRewrite],
     rejected: int,
-    settings: Settings,
 ) -> Manifest:
     tables = [TableEntry(spec, (), RETYPE)]
     if rejected:
@@ -113,44 +117,75 @@ def _manifest(
         tables.append(TableEntry(quarantine, ((stage.run_id,),), CHECK))
     return Manifest(
         run_id=stage.run_id, source_id=source.id, files=(), moves=tuple(stage.moves(staged)),
-        tables=tuple(tables), report_path="", report=(), stage=str(stage.root),
+        tables=tuple(tables), report_path="", report=(), stage=str(stage.root), rewrites=tuple(rewrites),
     )  # fmt: skip
 
 
 def _stage_rewrites(
-    storage: Storage, stage: RunStage, location: Location, table: str, column: str, kind: str
-) -> tuple[list[StagedFile], int]:
-    """Stage a new version of every file of the table whose ``column`` is not yet of type ``kind``,
-    and the values that do not fit it (one quarantine file)."""
+    storage: Storage, stage: RunStage, spec: TableSpec, table: str, column: str, kind: str
+) -> tuple[list[StagedFile], list[PartitionRewrite], int, int]:
+    """Stage a new version of every data file of the table whose ``column`` is not yet of type
+    ``kind``, and the values that do not fit it (one quarantine file): on a local disk each file
+    replaces the old one in place; elsewhere each partition holding such a file is rewritten whole
+    (a new version folder, see :mod:`eventlake.layout`). Returns the staged files, the rewrites,
+    the files rewritten and the values quarantined."""
     target = ARROW_TYPES[kind]
+    location = to_location(spec.location)
+    in_place = storage.local_path(location) is not None
+    rewrite_id = new_run_id(now_utc(), layout.COMPACT_RUN_PREFIX)
     staged: list[StagedFile] = []
+    rewrites: list[PartitionRewrite] = []
     rejected: list[tuple[Any, ...]] = []
-    for info in storage.list(location, "**/*.parquet"):
-        data = pq.read_table(pa.BufferReader(storage.read(info.path)))
-        index = data.schema.get_field_index(column)
-        if index < 0 or data.schema.field(index).type == target:
-            continue  # the column is not in this (older) file, or the file is done already
-        ids = (
-            data.column("message_id").to_pylist() if "message_id" in data.column_names else [None] * len(data)
-        )
-        received = data.column("received_at").to_pylist() if "received_at" in data.column_names else ids
-        values = []
-        for value, message_id, received_at in zip(data.column(index).to_pylist(), ids, received, strict=True):
-            cast, reason = cast_value(_as_json(value), kind) if value is not None else (None, None)
-            if reason is not None:
-                rejected.append(
-                    value_row(reason, message_id, table, column, kind, str(_as_json(value)), received_at)
+    count = 0
+    listing = layout.partition_listing(storage, location, len(spec.partition_keys))
+    for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
+        outputs: list[str] = []
+        replaced: list[str] = []
+        for name in layout.partition_files(storage, folder, infos):
+            info = infos[name]
+            data = pq.read_table(pa.BufferReader(storage.read(info.path)))
+            index = data.schema.get_field_index(column)
+            if index < 0 or data.schema.field(index).type == target:
+                continue  # the column is not in this (older) file, or the file is done already
+            ids = (
+                data.column("message_id").to_pylist()
+                if "message_id" in data.column_names
+                else [None] * len(data)
+            )
+            received = data.column("received_at").to_pylist() if "received_at" in data.column_names else ids
+            values = []
+            for value, message_id, received_at in zip(
+                data.column(index).to_pylist(), ids, received, strict=True
+            ):
+                cast, reason = cast_value(_as_json(value), kind) if value is not None else (None, None)
+                if reason is not None:
+                    rejected.append(
+                        value_row(reason, message_id, table, column, kind, str(_as_json(value)), received_at)
+                    )
+                values.append(cast)
+            data = data.set_column(index, pa.field(column, target), pa.array(values, target))
+            count += 1
+            if in_place:
+                rewritten = StagedFile(REPLACE, layout.lake_relative(stage.lake, info.path), len(data))
+                stage.write_parquet(storage, rewritten, data)
+                staged.append(rewritten)
+                continue
+            with storage.open_write(stage.rewrite_folder(folder) / info.path.name) as handle:
+                pq.write_table(data, handle, compression="snappy")
+            outputs.append(info.path.name)
+            replaced.append(name)
+        if replaced:
+            rewrites.append(
+                finish_rewrite(
+                    storage, stage, folder, stage.rewrite_folder(folder), infos, outputs, replaced,
+                    rewrite_id, spec,
                 )
-            values.append(cast)
-        data = data.set_column(index, pa.field(column, target), pa.array(values, target))
-        rewritten = StagedFile(REPLACE, layout.lake_relative(stage.lake, info.path), len(data))
-        stage.write_parquet(storage, rewritten, data)
-        staged.append(rewritten)
+            )  # fmt: skip
     if rejected:
         values_file = StagedFile(VALUES, f"values-{table}-{column}.parquet", len(rejected))
         stage.write_parquet(storage, values_file, rows_table(rejected))
         staged.append(values_file)
-    return staged, len(rejected)
+    return staged, rewrites, count, len(rejected)
 
 
 def _as_json(value: Any) -> Any:

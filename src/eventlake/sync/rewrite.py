@@ -1,0 +1,211 @@
+"""Rewriting a partition that already holds data (compaction, replay, user deletion, ``schema
+set-type``), in one place: the staged content's commit marker and where it goes
+(:func:`finish_rewrite`), the switch of readers to it (:func:`apply_rewrite`: one folder swap on a
+local disk; on an object store a version folder, then the catalog's partition location moved to it
+by :func:`switch_location`), and the old files deleted once ``sync.rewrite_grace_minutes`` passed
+(:func:`retire`, :func:`drop_retired`). What readers see is in :mod:`eventlake.layout`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import sys
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import orjson
+
+from eventlake import layout
+from eventlake.catalog import Catalog, TableSpec
+from eventlake.storage import Location, Storage, to_location
+from eventlake.storage.local import fsync_dir
+from eventlake.sync.manifest import PartitionRewrite
+from eventlake.sync.stage import RunStage
+from eventlake.timestamps import format_timestamp, now_utc, parse_timestamp
+
+
+def finish_rewrite(
+    storage: Storage, stage: RunStage, folder: Location, staged: Location, names: Collection[str],
+    outputs: list[str], replaced: list[str], rewrite_id: str | None = None, table: TableSpec | None = None,
+) -> PartitionRewrite:  # fmt: skip
+    """Stage the commit marker of a partition folder whose files ``replaced`` give way to the
+    ``outputs`` staged in ``staged`` (compaction, replay, user deletion, set-type). ``names``: every
+    file in the folder now (relative to it, as :func:`eventlake.layout.partition_listing` gives
+    them); an older compaction's marker is replaced too once none of its outputs stays; the other
+    data files are kept. ``rewrite_id``: the ``compact-`` id naming the outputs, the marker and the
+    version folder (default: the stage's run). ``table``: the catalog's table of the partition,
+    whose location moves when the partition moves to a version folder."""
+    replaced = list(replaced)
+    for name in names:
+        run = layout.marker_run_id(name)
+        if run is not None and all(n in replaced for n in names if layout.output_run_id(n) == run):
+            replaced.append(name)
+    rewrite_id = rewrite_id or stage.run_id
+    marker = layout.compaction_marker_name(rewrite_id)
+    kept = [n for n in layout.partition_files(storage, folder, names) if n not in replaced]
+    storage.write(staged / marker, layout.marker_document(rewrite_id, outputs, replaced))
+    values = None
+    if table is not None:
+        values = layout.partition_values(to_location(table.location), folder, table.partition_keys)
+    return PartitionRewrite(
+        str(folder), str(staged), tuple(outputs), tuple(replaced), marker,
+        version=layout.version_folder_name(layout.next_version_number(names), rewrite_id),
+        kept=tuple(kept), retired=tuple(sorted(names)),
+        database=table.database if table is not None and values is not None else "",
+        table=table.name if table is not None and values is not None else "",
+        keys=table.partition_keys if table is not None and values is not None else (),
+        values=values or (),
+    )  # fmt: skip
+
+
+def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> bool:
+    """Switch a partition folder from the files ``rewrite`` replaces to its new ones, so that a
+    reader sees one set or the other (see :mod:`eventlake.layout`). True when the partition moved
+    to a version folder (its location in the catalog is to follow: :func:`switch_location`).
+
+    The marker says the switch is done, so a rerun never switches twice. On an object store the new
+    files are published into the version folder, the kept ones copied there, then the marker; the
+    old files stay for the grace period (:func:`retire`). On a local disk the staged folder (new
+    files + marker, plus hard links to the folder's files that stay) is exchanged with the partition
+    folder in one step (the catalog's location stays); the old files end in the staging folder,
+    deleted with it. A disk that cannot exchange folders (and a manifest written before version
+    folders existed) has the new files published into the folder, then the marker, then the
+    replaced files deleted: eventlake's readers switch at the marker, a reader listing the folder
+    sees both sets until the deletes."""
+    folder, staged = to_location(rewrite.folder), to_location(rewrite.staged)
+    if rewrite.version and storage.local_path(folder) is None:
+        target = folder / rewrite.version
+        if not storage.exists(target / rewrite.marker):
+            for name in rewrite.files:
+                storage.publish(staged / name, target / name)
+            for name in rewrite.kept:  # a later sync's file, a big one: the version holds all the data
+                storage.copy(folder / name, target / name.rsplit("/", 1)[-1])
+            storage.publish(staged / rewrite.marker, target / rewrite.marker)  # eventlake's readers switch
+        return True
+    if not storage.exists(folder / rewrite.marker) and not _swap_local(storage, rewrite, folder, staged):
+        for name in rewrite.files:  # invisible to eventlake's readers until the marker is there
+            storage.publish(staged / name, folder / name)
+        storage.commit(folder / name for name in rewrite.files)
+        storage.publish(staged / rewrite.marker, folder / rewrite.marker)  # the commit point
+        storage.commit([folder / rewrite.marker])
+    drop_replaced(storage, folder, rewrite.replaced)
+    return False
+
+
+def switch_location(catalog: Catalog, rewrite: PartitionRewrite) -> bool:
+    """Move the catalog's partition to the rewrite's version folder in one call: readers through
+    the catalog (Athena, Trino, Spark through Hive) switch here. False when the table is not there."""
+    location = str(to_location(rewrite.folder) / rewrite.version)
+    return catalog.set_partition_location(
+        rewrite.database, rewrite.table, rewrite.keys, rewrite.values, location
+    )
+
+
+def retire(
+    storage: Storage, lake: Location, source_id: str, run_id: str, moved: Sequence[PartitionRewrite]
+) -> None:
+    """Record the files the moved partitions no longer read, for :func:`drop_retired` to delete
+    once the grace period is over (a rerun records them again, later: they only stay longer)."""
+    files = sorted(
+        {
+            str(to_location(r.folder) / name)
+            for r in moved
+            for name in r.retired
+            if not name.startswith(r.version)
+        }
+    )
+    folders = sorted(
+        {
+            str(to_location(r.folder) / name.split("/", 1)[0])
+            for r in moved
+            for name in r.retired
+            if "/" in name
+        }
+    )
+    document = {"retired_at": format_timestamp(now_utc()), "files": files, "folders": folders}
+    storage.write(
+        layout.retired_file(lake, source_id, run_id), orjson.dumps(document, option=orjson.OPT_INDENT_2)
+    )
+
+
+def drop_retired(
+    storage: Storage, lake: Location, source_id: str, grace: timedelta, now: datetime | None = None
+) -> int:
+    """Delete the old files of rewritten partitions retired more than ``grace`` ago (no query that
+    started before the switch still reads them), then their records. Returns the records done."""
+    now = now or now_utc()
+    done = 0
+    for info in storage.list(layout.retired_dir(lake, source_id), "*.json"):
+        document = orjson.loads(storage.read(info.path))
+        if parse_timestamp(document["retired_at"]) + grace > now:
+            continue
+        for path in document["files"]:
+            storage.delete(to_location(path))
+        for folder in document["folders"]:
+            storage.delete_tree(to_location(folder))
+        storage.delete(info.path)
+        done += 1
+    return done
+
+
+def drop_replaced(storage: Storage, folder: Location, names: tuple[str, ...]) -> None:
+    """Delete the files a committed rewrite replaced (nothing left to do after a swap)."""
+    for name in names:
+        storage.delete(folder / name)
+
+
+def _swap_local(storage: Storage, rewrite: PartitionRewrite, folder: Location, staged: Location) -> bool:
+    """Exchange a local partition folder with its staged new content; False when the store is not
+    a local disk, the folder holds sub-folders, or the file system cannot exchange folders."""
+    local, new = storage.local_path(folder), storage.local_path(staged)
+    if local is None or new is None or not local.is_dir():
+        return False
+    keep = [p for p in local.iterdir() if p.name not in rewrite.replaced]
+    if any(p.is_dir() for p in keep):
+        return False
+    for path in keep:  # the folder's files that stay (a later sync's, a big one): linked, not copied
+        try:
+            os.link(path, new / path.name)
+        except FileExistsError:  # linked before a crash
+            pass
+    fsync_dir(new)
+    if not exchange_folders(local, new):
+        return False
+    fsync_dir(local.parent)
+    fsync_dir(new.parent)
+    return True
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_RENAME_SWAP = 2  # macOS sys/stdio.h
+_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+def exchange_folders(first: Path, second: Path) -> bool:
+    """Atomically exchange two folders' names (Linux ``renameat2(RENAME_EXCHANGE)``, macOS
+    ``renamex_np(RENAME_SWAP)``). False when this system or file system cannot."""
+    libc = _libc()
+    try:
+        if sys.platform == "darwin":
+            call = libc.renamex_np
+            result = call(os.fsencode(first), os.fsencode(second), _RENAME_SWAP)
+        else:
+            call = libc.renameat2
+            at_fdcwd = -100
+            result = call(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), _RENAME_EXCHANGE)
+    except AttributeError:  # a C library without the call
+        return False
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _UNSUPPORTED:
+        return False
+    raise OSError(code, f"cannot exchange {first} and {second}: {os.strerror(code)}")
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
