@@ -132,6 +132,20 @@ def test_unknown_source_names_the_known_ones(config: Path) -> None:
         load_settings(config, environ={}).source("nope")
 
 
+def test_sources_share_a_database_when_their_prefixes_tell_their_tables_apart(config: Path) -> None:
+    add_source(config, "ios", database="apps", table_prefix="ios")  # as SDL users wrote it
+    add_source(config, "android", database="apps", table_prefix="android_")
+    settings = load_settings(config, environ={})
+    assert [(s.database, s.table_prefix) for s in settings.sources] == [("apps", "ios_"), ("apps", "android_")]
+    for prefix in ("", "ios_beta"):  # no prefix starts every name; ios_beta_ names start with ios_
+        with pytest.raises(ConfigError) as error:
+            add_source(config, "web", database="apps", table_prefix=prefix)
+        assert error.value.setting == "sources.web.table_prefix"
+        assert "with source ios's ('ios_') in database 'apps'" in str(error.value)
+        assert 'table_prefix = "web_"' in str(error.value)
+    assert len(load_settings(config, environ={}).sources) == 2  # the file was left as it was
+
+
 @pytest.mark.parametrize(
     ("text", "setting"),
     [

@@ -28,6 +28,7 @@ from eventlake.config.settings import (
     SourceSettings,
     SparkSettings,
     SyncSettings,
+    sdl_table_prefix,
 )
 from eventlake.errors import ConfigError
 from eventlake.storage import Location, ObjectPath, load_storage, storage_scheme
@@ -264,7 +265,7 @@ def _sources(raw_sources: Any) -> tuple[SourceSettings, ...]:
             enabled=_typed(f"{where}.enabled", item.get("enabled", True), bool),
         )
         _validate_source(where, source)
-        sources.append(source)
+        sources.append(replace(source, table_prefix=sdl_table_prefix(source.table_prefix)))
     _reject_duplicates(sources)
     return tuple(sources)
 
@@ -293,7 +294,7 @@ def _validate_source(where: str, source: SourceSettings) -> None:
 
 
 def _reject_duplicates(sources: list[SourceSettings]) -> None:
-    for attr, label in (("slug", "slug"), ("id", "id"), ("write_key", "write_key"), ("database", "database")):
+    for attr, label in (("slug", "slug"), ("id", "id"), ("write_key", "write_key")):
         seen: set[object] = set()
         for source in sources:
             value = getattr(source, attr)
@@ -301,6 +302,26 @@ def _reject_duplicates(sources: list[SourceSettings]) -> None:
                 shown = "(hidden)" if attr == "write_key" else repr(value)
                 raise ConfigError(f"sources.{source.slug}.{label}", f"{shown} is used by two sources")
             seen.add(value)
+    _reject_shared_names(sources)
+
+
+def _reject_shared_names(sources: list[SourceSettings]) -> None:
+    """Sources may share a database (Segment Data Lakes' one database with a table prefix per
+    source) when their table prefixes keep their tables apart: neither prefix starts the other."""
+    by_database: dict[str, list[SourceSettings]] = {}
+    for source in sources:
+        by_database.setdefault(source.database, []).append(source)
+    for shared in by_database.values():
+        for i, source in enumerate(shared):
+            for other in shared[:i]:
+                a, b = sorted((source.table_prefix, other.table_prefix), key=len)
+                if b.startswith(a):
+                    raise ConfigError(
+                        f"sources.{source.slug}.table_prefix",
+                        f"{source.table_prefix!r} would mix its tables with source {other.slug}'s "
+                        f"({other.table_prefix!r}) in database {source.database!r}",
+                        f'give each source in the database its own, e.g. table_prefix = "{source.slug}_"',
+                    )
 
 
 def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:

@@ -170,13 +170,23 @@ class AlertsSettings:
         return bool(self.webhook_url.reveal() or self.email_to)
 
 
+def sdl_table_prefix(table_prefix: str) -> str:
+    """The prefix before a source's table names for its ``table_prefix`` as users write it, the way
+    Segment Data Lakes read it (``$tableprefix_$eventtype``): ``ios`` gives ``ios_identify``.
+
+    >>> sdl_table_prefix("ios"), sdl_table_prefix("ios_"), sdl_table_prefix("")
+    ('ios_', 'ios_', '')
+    """
+    return table_prefix if not table_prefix or table_prefix.endswith("_") else table_prefix + "_"
+
+
 @dataclass(frozen=True)
 class SourceSettings:
     slug: str
     id: str
     write_key: Secret
     database: str
-    table_prefix: str = ""
+    table_prefix: str = ""  # as the loader read it: ends with "_" unless empty (sdl_table_prefix)
     date_partition: str = "day-hour"
     partition_by_slug: bool = False
     dedupe_window_days: int = 7
@@ -218,12 +228,6 @@ class Settings:
     def database_name(self, source: SourceSettings) -> str:
         """The catalog database of a source's tables: ``catalog.database_prefix`` + its database."""
         return self.catalog.database_prefix + source.database
-
-    def source_by_database(self, database: str) -> SourceSettings | None:
-        for source in self.sources:
-            if self.database_name(source) == database:
-                return source
-        return None
 
     def source_by_write_key(self, write_key: str) -> SourceSettings | None:
         """The source whose write key this is; every key is compared (in constant time), so how

@@ -39,6 +39,7 @@ from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import read_schema_files, write_schema_file
 from eventlake.catalog.views import database_views
 from eventlake.config import DATE_PARTITIONS, Settings, SourceSettings
+from eventlake.config.settings import sdl_table_prefix
 from eventlake.errors import EventLakeError
 from eventlake.schema import EXISTING_TYPES, is_safe_identifier
 from eventlake.schema.table_names import TRACK, TRACK_TABLE_STYLES, TableNames, folder_segment_type
@@ -119,16 +120,6 @@ class Progress:
             return {folder: {tuple(p) for p in parts} for folder, parts in found.items()}
 
         return cls(sets(document["registered"]), sets(document["seeded"]))
-
-
-def sdl_prefix(table_prefix: str) -> str:
-    """The prefix SDL put before a table's name for a table prefix as users wrote it (SDL's
-    ``$tableprefix_$eventtype``): ``ios`` gives ``ios_``; empty stays empty.
-
-    >>> sdl_prefix("ios"), sdl_prefix("ios_"), sdl_prefix("")
-    ('ios_', 'ios_', '')
-    """
-    return table_prefix if not table_prefix or table_prefix.endswith("_") else table_prefix + "_"
 
 
 def same_location(a: str, b: str) -> bool:
@@ -274,12 +265,12 @@ def _layout_problem(source: SourceSettings, found: Sequence[str], folder: Locati
 
 def _prefix(by_folder: Mapping[str, str], source: SourceSettings) -> str:
     """The table prefix SDL used: what the catalog's call-type tables have before their type (all
-    the same), else the source's table prefix as SDL read it (:func:`sdl_prefix`)."""
+    the same), else the source's table prefix as SDL read it (``sdl_table_prefix``)."""
     seen = {
         table[: -len(folder)] for folder, table in by_folder.items()
         if folder_segment_type(folder) == folder and table.endswith(folder)
     }  # fmt: skip
-    return seen.pop() if len(seen) == 1 else sdl_prefix(source.table_prefix)
+    return seen.pop() if len(seen) == 1 else sdl_table_prefix(source.table_prefix)
 
 
 def _track_style(by_folder: Mapping[str, str], prefix: str) -> str:

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from eventlake import layout
 from eventlake.catalog import TableSpec, load_catalog
-from eventlake.catalog.schema_file import read_schema_file
+from eventlake.catalog.schema_file import read_schema_file, source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say
@@ -65,12 +65,9 @@ def set_column_type(
         raise UsageError(
             f"name the table as DATABASE.TABLE (e.g. web.track_order_completed), not {qualified!r}"
         )
-    source = settings.source_by_database(database)
-    if source is None:
-        known = ", ".join(sorted(settings.database_name(s) for s in settings.sources))
-        raise UsageError(f"no source has the database {database!r} (databases: {known})")
     lake = settings.lake.root
     storage = settings.lake.storage()
+    source = _source_of(settings, storage, database, table)
     catalog = load_catalog(settings, spark)
     lease_seconds = settings.sync.lease_seconds
     # no sync of this source meanwhile
@@ -119,6 +116,20 @@ def _manifest(
         run_id=stage.run_id, source_id=source.id, files=(), moves=tuple(stage.moves(staged)),
         tables=tuple(tables), report_path="", report=(), stage=str(stage.root), rewrites=tuple(rewrites),
     )  # fmt: skip
+
+
+def _source_of(settings: Settings, storage: Storage, database: str, table: str) -> SourceSettings:
+    """The source whose folders hold the table (sources may share a database)."""
+    sharing = [s for s in settings.sources if settings.database_name(s) == database]
+    if not sharing:
+        known = ", ".join(sorted({settings.database_name(s) for s in settings.sources}))
+        raise UsageError(f"no source has the database {database!r} (databases: {known})")
+    for source in sharing:
+        lake, folder = settings.lake.root, source.dir_name
+        specs = source_tables(storage, lake, database, source.id, folder, quarantine=True)
+        if any(spec.name == table for spec in specs):
+            return source
+    return sharing[0]  # no such table: said below, with the database's tables
 
 
 def _stage_rewrites(
