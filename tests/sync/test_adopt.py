@@ -3,12 +3,16 @@ catalog) adopted in place, queried, synced into, adopted again, and adopted afte
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from eventlake import layout
+from eventlake.errors import UsageError
 from eventlake.query import run_query
 from eventlake.sync import run_sync
 from eventlake.sync.adopt import adopt_source
+from eventlake.sync.replay import ReplayRange, run_replay
 from eventlake.timestamps import now_utc
 from tests.sync.sdl import TRACK_COLUMNS, sdl_lake
 from tests.sync.test_sync import Killed, kill_on_call
@@ -126,3 +130,39 @@ def test_a_layout_the_date_partition_does_not_describe_is_refused(lake, spark):
     settings = dataclasses.replace(lake.settings, sources=(source,))
     with pytest.raises(EventLakeError, match='set date_partition = "day-hour" for source'):
         adopt_source(settings, lake.slug, spark=spark, dry_run=True)
+
+
+def test_a_replay_leaves_adopted_partitions_alone_and_writes_into_sdls_tables(lake, spark):
+    """A replay rebuilds partitions from eventlake's archive, which does not hold what SDL synced: a
+    range holding adopted partitions is refused (naming a --from that is safe); a replay of the days
+    after them finds SDL's folders and tables (``--table`` by SDL's table name)."""
+    now, storage, root = now_utc(), lake.settings.lake.storage(), lake.settings.lake.root
+    sdl_lake(storage, root, lake.source.id, now - timedelta(days=3))  # SDL's last hour: 3 days ago
+    adopt(lake, spark, track_tables="tracks_")
+    lake.archive([
+        {"type": "track", "userId": "u1", "event": "Page Viewed", "messageId": "t-today-1"},
+        {"type": "track", "userId": "u1", "event": "Signed Up", "messageId": "s-today-1"},
+    ], now)  # fmt: skip
+    [synced] = run_sync(lake.settings, [lake.slug], spark=spark, say=lambda line: None)
+    assert {t.table: t.rows for t in synced.tables} == {"tracks_page_viewed": 1, "tracks_signed_up": 1}
+    assert count(lake, "tracks_page_viewed") == 6 and count(lake, "identify") == 2
+
+    sdl_end = (now - timedelta(days=3) - timedelta(hours=2)).date()
+    with pytest.raises(UsageError) as refused:
+        replay(lake, spark, ReplayRange(sdl_end - timedelta(days=30), now.date()))
+    assert "would replace 4 partitions adopted from Segment Data Lakes" in str(refused.value)
+    assert f"--from {sdl_end + timedelta(days=1):%Y-%m-%d}" in str(refused.value)
+    with pytest.raises(UsageError, match="would replace 2 partitions adopted"):  # identify's two hours
+        replay(lake, spark, ReplayRange(sdl_end - timedelta(days=30), now.date(), ("identify",)))
+    assert count(lake, "tracks_page_viewed") == 6 and count(lake, "identify") == 2  # nothing changed
+
+    replayed = replay(lake, spark, ReplayRange(now.date(), now.date(), ("tracks_page_viewed",)))
+    assert replayed.status == "Success" and {t.table: t.rows for t in replayed.tables} == {
+        "tracks_page_viewed": 1
+    }
+    assert count(lake, "tracks_page_viewed") == 6 and count(lake, "tracks_signed_up") == 1
+    assert folders(lake) == ["segment_type=identify", "segment_type=page_viewed", "segment_type=signed_up"]
+
+
+def replay(lake, spark, wanted):
+    return run_replay(lake.settings, lake.slug, wanted, spark=spark, say=lambda line: None)

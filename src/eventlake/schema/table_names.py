@@ -57,12 +57,39 @@ class TableNames:
             return table_name(self.track_table + segment_type[len(TRACK) :], self.prefix)
         return table_name(segment_type, self.prefix)
 
+    def segment_type_of_folder(self, folder: str) -> str:
+        """The segment type whose ``segment_type=`` folder is ``folder`` (the inverse of :meth:`folder`).
+
+        >>> names = TableNames("ios_", {"identify": ("identify", "ios_identify")}, "", "tracks_")
+        >>> names.segment_type_of_folder("identify"), names.segment_type_of_folder("page_viewed")
+        ('identify', 'track_page_viewed')
+        >>> TableNames().segment_type_of_folder("track_signed_up")
+        'track_signed_up'
+        """
+        for segment_type, (name, _) in self.adopted.items():
+            if name == folder:
+                return segment_type
+        return folder if self.track_folder else folder_segment_type(folder)  # eventlake's folders, or SDL's
+
     def segment_type_of_table(self, table: str) -> str | None:
-        """The segment type whose table is ``table``, among the adopted ones; None for another."""
+        """The segment type whose table is ``table`` (the inverse of :meth:`table`); None for a name
+        no segment type of this source gives.
+
+        >>> names = TableNames("ios_", {"identify": ("identify", "ios_identify")}, "", "tracks_")
+        >>> names.segment_type_of_table("ios_identify"), names.segment_type_of_table("ios_tracks_signed_up")
+        ('identify', 'track_signed_up')
+        >>> web = TableNames("web_")
+        >>> web.segment_type_of_table("web_page"), web.segment_type_of_table("page")
+        ('page', None)
+        """
         for segment_type, (_, name) in self.adopted.items():
             if name == table:
                 return segment_type
-        return None
+        if not table.startswith(self.prefix):
+            return None
+        rest = table[len(self.prefix) :]
+        segment_type = TRACK + rest[len(self.track_table) :] if rest.startswith(self.track_table) else rest
+        return segment_type if segment_type and self.table(segment_type) == table else None
 
     def to_json(self) -> bytes:
         document = {

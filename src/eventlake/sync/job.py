@@ -31,7 +31,7 @@ from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, 
 from eventlake.sync.plan import TablePlan, count_parsed, observe, plan_tables
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table, stage_invalid_messages
 from eventlake.sync.read import files_frame
-from eventlake.sync.replay import ReplayRange, replace_partitions, replay_files
+from eventlake.sync.replay import ReplayRange, refuse_adopted, replace_partitions, replay_files
 from eventlake.sync.report import (
     BlockedTable,
     SyncResult,
@@ -91,7 +91,8 @@ class SourceSync:
                 known = [t.name for t in source_tables(
                     self.storage, self.lake, self.database, self.source.id, self.source.dir_name
                 )]  # fmt: skip
-                self.segment_types = self.replay.segment_types(self.source.table_prefix, known)
+                self.segment_types = self.replay.segment_types(self.names, known)
+            refuse_adopted(self.storage, self.lake, self.source, self.names, *self.window, self.segment_types)
         else:
             files = self._new_files()
         start = now_utc()
@@ -242,8 +243,8 @@ class SourceSync:
         rewrites: list = []
         if self.window is not None:  # a replay replaces the range's partitions and records no file
             rewrites, staged = replace_partitions(
-                self.storage, stage, self.lake, self.source, staged, *self.window, self.segment_types,
-                self.database,
+                self.storage, stage, self.lake, self.source, self.names, staged, *self.window,
+                self.segment_types, self.database,
             )  # fmt: skip
             files = ()
         return Manifest(

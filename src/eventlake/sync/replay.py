@@ -42,14 +42,16 @@ from eventlake.catalog.schema_file import is_under, read_schema_files
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
-from eventlake.schema import table_name
+from eventlake.schema.table_names import TableNames
 from eventlake.storage import Location, Storage, to_location
+from eventlake.sync.adopt import Progress
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table
 from eventlake.sync.report import SyncResult
 from eventlake.sync.rewrite import finish_rewrite
 from eventlake.sync.stage import TABLE, RunStage, StagedFile, new_run_id
+from eventlake.sync.state import SyncState
 
 DAY_MS = layout.DAY_MS
 
@@ -70,7 +72,7 @@ class ReplayRange:
         start = datetime.combine(first, time(), timezone.utc)
         return start, datetime.combine(last + timedelta(days=1), time(), timezone.utc)
 
-    def segment_types(self, prefix: str, known: list[str]) -> frozenset[str] | None:
+    def segment_types(self, names: TableNames, known: list[str]) -> frozenset[str] | None:
         """The segment types of :attr:`tables` (None: every table). Raises :class:`UsageError`
         naming the source's tables for a name it does not have."""
         if not self.tables:
@@ -79,7 +81,7 @@ class ReplayRange:
         if unknown:
             tables = ", ".join(sorted(known)) or "none"
             raise UsageError(f"no table {', '.join(unknown)} in this source: its tables are {tables}")
-        return frozenset(t.removeprefix(prefix) for t in self.tables)
+        return frozenset(t for t in map(names.segment_type_of_table, self.tables) if t is not None)
 
     def describe(self) -> str:
         return f"{self.first or 'the first day'} to {self.last or 'the last day'}"
@@ -147,19 +149,47 @@ def run_replay(
             return SourceSync(spark, catalog, storage, settings, source, say, lease, replay=wanted).run()
 
 
+def refuse_adopted(
+    storage: Storage, lake: Location, source: SourceSettings, names: TableNames, start: datetime,
+    end: datetime, segment_types: frozenset[str] | None,
+) -> None:  # fmt: skip
+    """Raise :class:`UsageError` when ``[start, end)`` holds partitions adopted from Segment Data
+    Lakes (of ``segment_types``; None: any): a replay rebuilds a partition from eventlake's archive,
+    which does not hold the messages SDL synced, so replacing it would lose them."""
+    keys = layout.partition_columns(source.date_partition)
+    adopted = Progress.read(storage, layout.adoption_file(lake, source.id)).registered
+    hit = sorted(
+        period
+        for folder, partitions in adopted.items()
+        if segment_types is None or names.segment_type_of_folder(folder) in segment_types
+        for period in map(lambda values: layout.partition_period(keys, values), partitions)
+        if period is not None and period[0] < end and start < period[1]
+    )
+    if hit:
+        after = hit[-1][1]
+        raise UsageError(
+            f"the replay of {source.slug} from {start:%Y-%m-%d} to {end - timedelta(days=1):%Y-%m-%d} "
+            f"would replace {len(hit)} partitions adopted from Segment Data Lakes (the last ends "
+            f"{after:%Y-%m-%d %H:%M} UTC); eventlake's archive does not hold the messages SDL synced, so "
+            f"they would be lost. Replay the days after them instead: "
+            f"--from {(after + timedelta(days=1) if after.hour else after):%Y-%m-%d}"
+        )
+
+
 def stale_tables(settings: Settings, source: SourceSettings) -> list[str]:
     """Tables over this source's folders under another database or name than its settings give
     now: what a change of ``database`` or ``table_prefix`` left behind, for the user to drop."""
     lake = settings.lake.root
     data, quarantine = layout.source_data_dir(lake, source.dir_name), layout.quarantine_dir(lake, source.id)
     database = settings.database_name(source)
+    names = SyncState(settings.lake.storage(), lake, source.id).table_names(source.table_prefix)
     stale = []
     for spec in read_schema_files(settings.lake.storage(), lake):
         location = to_location(spec.location)
         if is_under(location, quarantine):
             expected = source.table_prefix + QUARANTINE_TABLE
         elif is_under(location, data) and location.name.startswith("segment_type="):
-            expected = table_name(location.name.split("=", 1)[1], source.table_prefix)
+            expected = names.table(names.segment_type_of_folder(location.name.split("=", 1)[1]))
         else:
             continue
         if (spec.database, spec.name) != (database, expected):
@@ -171,8 +201,9 @@ def stale_tables(settings: Settings, source: SourceSettings) -> list[str]:
 
 
 def replace_partitions(
-    storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, staged: list[StagedFile],
-    start: datetime, end: datetime, segment_types: frozenset[str] | None = None, database: str = "",
+    storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, table_names: TableNames,
+    staged: list[StagedFile], start: datetime, end: datetime, segment_types: frozenset[str] | None = None,
+    database: str = "",
 ) -> tuple[list[PartitionRewrite], list[StagedFile]]:  # fmt: skip
     """The rewrites that replace the range's table partitions (of ``segment_types``, None: all)
     with the run's staged table files (moved into each folder's staged content, renamed as the
@@ -195,7 +226,7 @@ def replace_partitions(
         table = folder
         for _ in keys:
             table = table.parent
-        if segment_types is not None and table.name.removeprefix("segment_type=") not in segment_types:
+        if segment_types is not None and _segment_type(table_names, table) not in segment_types:
             continue
         values = layout.partition_values(table, folder, keys)
         period = layout.partition_period(keys, values) if values is not None else None
@@ -207,8 +238,7 @@ def replace_partitions(
         table = folder
         for _ in keys:
             table = table.parent
-        segment_type = table.name.removeprefix("segment_type=")
-        spec = TableSpec(database, table_name(segment_type, source.table_prefix), (), keys, str(table))
+        spec = TableSpec(database, table_names.table(_segment_type(table_names, table)), (), keys, str(table))
         rewrites.append(
             finish_rewrite(
                 storage, stage, folder, stage.rewrite_folder(folder), names, outputs.get(folder, []),
@@ -216,14 +246,14 @@ def replace_partitions(
             )
         )  # fmt: skip
     # a quarantine row names its table by segment type (a sync's) or by table name (set-type's)
-    tables = (
-        None
-        if segment_types is None
-        else segment_types | {table_name(t, source.table_prefix) for t in segment_types}
-    )
+    tables = None if segment_types is None else segment_types | {table_names.table(t) for t in segment_types}
     quarantine = quarantine_table(lake, database, source.id, source.table_prefix) if database else None
     rewrites += _quarantine_rewrites(storage, stage, lake, source, start, end, rewrite_id, tables, quarantine)
     return rewrites, [f for f in staged if f.kind != TABLE]
+
+
+def _segment_type(names: TableNames, table: Location) -> str:
+    return names.segment_type_of_folder(table.name.removeprefix("segment_type="))
 
 
 def _quarantine_rewrites(
@@ -267,4 +297,12 @@ def _quarantine_rewrites(
     return rewrites
 
 
-__all__ = ["QUARANTINE_TABLE", "ReplayRange", "parse_day", "replay_files", "run_replay", "stale_tables"]
+__all__ = [
+    "QUARANTINE_TABLE",
+    "ReplayRange",
+    "parse_day",
+    "refuse_adopted",
+    "replay_files",
+    "run_replay",
+    "stale_tables",
+]
