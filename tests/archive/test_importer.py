@@ -57,7 +57,7 @@ def test_files_land_in_the_sources_archive_by_day_from_any_level(
 
 
 def test_a_data_lakes_bucket_gives_its_gzip_archive_not_its_parquet(export: Path, tmp_path: Path) -> None:
-    """What the README says `eventlake import` reads: the S3 destination's gzip files, beside which a
+    """What docs/cli.md says `eventlake import` reads: the S3 destination's gzip files, beside which a
     Data Lakes bucket holds its Parquet (``segment-data/``); the tables are rebuilt by the sync."""
     parquet = export / "segment-data/data/AbC123/segment_type=track/day=2019-08-18/hr=10/part-0.parquet"
     parquet.parent.mkdir(parents=True)

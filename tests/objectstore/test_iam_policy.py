@@ -1,8 +1,8 @@
-"""eventlake as an AWS user holding only the README's IAM policy, on a moto server that enforces
-IAM (a server of its own: after its first few requests, every request must be signed by a known
-user and allowed by that user's policies).
+"""eventlake as an AWS user holding only the documented IAM policy (docs/operations.md), on a moto
+server that enforces IAM (a server of its own: after its first few requests, every request must be
+signed by a known user and allowed by that user's policies).
 
-The README's policy is parsed out of README.md, so this test holds the README: the collector, the
+The policy is parsed out of docs/operations.md, so this test holds that page: the collector, the
 sync, compaction, user deletion, replay, import, retention and the console all work as that user,
 and every action the policy grants is one they call (moto records each request). Refusals are
 ``insufficient_permissions`` errors naming the call and the resource.
@@ -48,7 +48,7 @@ from tests.objectstore.conftest import BUCKET, s3_project
 
 pytestmark = pytest.mark.integration
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 ACCOUNT = "123456789012"  # moto's account
 REGION = "us-east-1"
 EXPORT_BUCKET = "iam-segment-export"
@@ -59,15 +59,16 @@ UNSIGNED_CALLS = 3
 START = 120.0  # seconds a command or a server may take to start
 
 
-def readme_policies(bucket: str, prefix: str, export_bucket: str = "", export_prefix: str = "") -> tuple[
+def documented_policies(bucket: str, prefix: str, export_bucket: str = "", export_prefix: str = "") -> tuple[
     dict[str, Any], list[dict[str, Any]]
 ]:  # fmt: skip
-    """The README's IAM policy (the first JSON block of "Run on AWS") and the statements it adds
-    for `eventlake import` from a bucket (the second), with its placeholders replaced."""
-    text = README.read_text()
+    """The documented IAM policy (the first JSON block of "Run on AWS" in docs/operations.md) and
+    the statements it adds for `eventlake import` from a bucket (the second), with its placeholders
+    replaced."""
+    text = OPERATIONS.read_text()
     section = text[text.index("### Run on AWS") : text.index("### Run on Azure")]
     blocks = re.findall(r"```json\n(.*?)```", section, re.S)
-    assert len(blocks) == 2, "the README's Run on AWS section has the policy and the import statements"
+    assert len(blocks) == 2, "the Run on AWS section has the policy and the import statements"
     names = {"EXPORT_BUCKET": export_bucket, "EXPORT_PREFIX": export_prefix, "BUCKET": bucket,
              "PREFIX": prefix, "REGION": REGION, "ACCOUNT": ACCOUNT}  # fmt: skip
     filled = [re.sub("|".join(names), lambda m: names[m[0]], block) for block in blocks]
@@ -302,9 +303,9 @@ def segment_export(aws: Aws, prefix: str, received: str) -> None:
     assert format_timestamp(at) == received
 
 
-def test_everything_runs_as_a_user_holding_only_the_readme_policy(aws, tmp_path):
+def test_everything_runs_as_a_user_holding_only_the_documented_policy(aws, tmp_path):
     prefix, export = f"t-{uuid.uuid4().hex[:10]}", f"export-{uuid.uuid4().hex[:8]}"
-    policy, import_statements = readme_policies(BUCKET, prefix, EXPORT_BUCKET, export)
+    policy, import_statements = documented_policies(BUCKET, prefix, EXPORT_BUCKET, export)
     granted = {**policy, "Statement": [*policy["Statement"], *import_statements]}
     project = Project.create(tmp_path / "project", aws, prefix, granted)
     database = project.source.database
@@ -372,7 +373,7 @@ def test_refusals_are_insufficient_permissions_naming_the_call_and_the_resource(
     from eventlake.storage.s3 import S3Storage
 
     prefix = f"t-{uuid.uuid4().hex[:10]}"
-    policy = readme_policies(BUCKET, prefix)[0]
+    policy = documented_policies(BUCKET, prefix)[0]
     project = Project.create(tmp_path / "project", aws, prefix, without(policy, "s3:PutObject"))
     root = ObjectPath("s3", BUCKET, prefix)
     aws.client("s3").put_object(Bucket=BUCKET, Key=f"{prefix}/kept", Body=b"1")
@@ -445,7 +446,7 @@ def test_databases_an_administrator_created_need_no_create_database(aws, tmp_pat
     from eventlake.sync.report import REPORTS_DATABASE
 
     prefix = f"t-{uuid.uuid4().hex[:10]}"
-    policy = without(readme_policies(BUCKET, prefix)[0], "glue:CreateDatabase")
+    policy = without(documented_policies(BUCKET, prefix)[0], "glue:CreateDatabase")
     project = Project.create(tmp_path / "project", aws, prefix, policy)
     database = project.source.database
     for name in (database, REPORTS_DATABASE):

@@ -1,8 +1,9 @@
-"""The README's query cookbook, run as written: every fenced block of its "Query cookbook" section.
+"""The query cookbook, run as written: every fenced block of the "Query cookbook" section of
+docs/querying.md.
 
 ``eventlake sql`` commands are parsed by the real click command and run on the engine they name
 (the shared Spark session for ``spark``); ``python examples/...`` runs the example's ``main`` on
-that session; the README's copy of the example must be the file itself. The demo's ``web``
+that session; the page's copy of the example must be the file itself. The demo's ``web``
 database and source are this test's own.
 """
 
@@ -23,7 +24,7 @@ from eventlake.sync import run_sync
 from eventlake.timestamps import parse_timestamp
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+QUERYING = ROOT / "docs" / "querying.md"
 BOTH_ENGINES = {
     "Messages per type for a source today",
     "Daily active users",
@@ -33,8 +34,8 @@ BOTH_ENGINES = {
 
 
 def cookbook() -> dict[str, list[tuple[str, str]]]:
-    """``{recipe title: [(language, code), ...]}`` of the README's "Query cookbook" section."""
-    section = README.read_text().split("\n## Query cookbook\n", 1)[1].split("\n## ", 1)[0]
+    """``{recipe title: [(language, code), ...]}`` of the "Query cookbook" section of docs/querying.md."""
+    section = QUERYING.read_text().split("\n## Query cookbook\n", 1)[1].split("\n## ", 1)[0]
     recipes = {}
     for chunk in re.split(r"^### ", section, flags=re.MULTILINE)[1:]:
         title, body = chunk.split("\n", 1)
@@ -58,7 +59,7 @@ def commands(block: str) -> list[list[str]]:
     return found
 
 
-def test_the_readme_shows_the_example_verbatim() -> None:
+def test_the_cookbook_shows_the_example_verbatim() -> None:
     [(language, code)] = [b for b in cookbook()["A PySpark transform job"] if b[0] == "python"]
     assert code == (ROOT / "examples" / "daily_revenue.py").read_text()
 
@@ -181,7 +182,7 @@ def test_the_cookbook_runs(
     lake.archive(web_traffic())
     [result] = run_sync(lake.settings, [lake.slug], spark=spark, say=lambda line: None)
     assert result.status == "Success" and result.duplicates_dropped == 1
-    monkeypatch.chdir(lake.root)  # the README's commands run in the project directory
+    monkeypatch.chdir(lake.root)  # the cookbook's commands run in the project directory
     db = lake.source.database
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     want = expected(today)

@@ -1,7 +1,7 @@
 """The example dbt project (examples/dbt) with `dbt build` on a synced lake, on both engines:
 dbt-duckdb over the file `eventlake catalog duckdb` writes, dbt-spark through `eventlake thrift`.
 Its models (sessions, daily active users, a funnel) are checked against plain SQL on the lake's
-tables; the BI connections the README gives are used too: the DuckDB file opened by a client, the
+tables; the BI connections docs/querying.md gives are used too: the DuckDB file opened by a client, the
 JDBC URL by beeline (the Hive JDBC driver of the pyspark wheel)."""
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def test_the_example_dbt_project_on_both_engines(tmp_path: Path) -> None:
 
         on_spark = _results(hive.connect(host="127.0.0.1", port=port).cursor())
         assert on_spark == on_duckdb
-        # a BI tool's JDBC connection: beeline with the Hive JDBC driver, on the README's URL
+        # a BI tool's JDBC connection: beeline with the Hive JDBC driver, on the documented URL
         url = f"jdbc:hive2://127.0.0.1:{port}/default"
         beeline = [str(SPARK_HOME / "bin" / "beeline"), "-u", url, "--outputformat=csv2", "-e",
                    "SELECT count(*) AS n FROM web.tracks"]  # fmt: skip

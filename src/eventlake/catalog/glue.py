@@ -139,7 +139,7 @@ class GlueCatalog(Catalog):
             resources = self._resources(params)
             return PermissionsError(
                 f"Glue refused {doing} ({operation}): {_answer(exc)}; allow glue:{operation} on "
-                f"{', '.join(resources)} (see the README's IAM policy)",
+                f"{', '.join(resources)} (see the IAM policy in docs/operations.md)",
                 call=f"glue:{operation}", resource=resources[-1],
             )  # fmt: skip
         return GlueError(f"Glue failed {doing}: {exc}")

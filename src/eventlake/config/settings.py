@@ -1,4 +1,4 @@
-"""The settings sections. Every field here is documented in README.md (a test checks it)."""
+"""The settings sections. Every field here is documented in docs/configuration.md (a test checks it)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ class CollectorSettings:
 class SyncSettings:
     # how often `eventlake up`'s engine starts a sync (start to start; back to back when one takes
     # longer): with the collector's 5 s seal, a message is queryable within about seal + interval +
-    # one sync's duration (see the README's Configuration)
+    # one sync's duration (see docs/configuration.md)
     interval_seconds: float = 30.0
     max_tables_per_database: int = 200_000  # Glue's limit; past it new tables are not created
     # a lake on an object store: how long a sync's lease on its source lasts unless renewed (a killed

@@ -29,7 +29,7 @@ else:  # pragma: no cover
 CONFIG_MODE = 0o600  # write keys, database passwords
 
 INITIAL_CONFIG = """\
-# eventlake configuration. Every setting is documented in the README ("Configuration").
+# eventlake configuration. Every setting is documented in docs/configuration.md.
 # Relative paths are relative to this file.
 
 [lake]

@@ -2,7 +2,7 @@
 
 Only what differs in *syntax* for simple queries: Spark's backtick-quoted identifiers and
 ``SHOW TABLES IN db``. Functions, types and string-literal escapes are not rewritten: they are
-the same in both for the simple SQL the README shows (``count``, ``sum``, ``coalesce``, ``CAST``,
+the same in both for the simple SQL the docs show (``count``, ``sum``, ``coalesce``, ``CAST``,
 ``GROUP BY``, joins, ``UNION ALL``), and the rest is each engine's own.
 """
 

@@ -33,7 +33,7 @@ The mapping, where the warehouse and the lake differ:
   :attr:`Views.skipped`.
 
 The lake's types stay as they are (``bigint``, ``decimal(38,6)``, ``boolean``, ``string``,
-``timestamp`` in UTC); see the README for the warehouse's.
+``timestamp`` in UTC); see docs/querying.md for the warehouse's.
 """
 
 from __future__ import annotations

@@ -93,7 +93,9 @@ def _refusal(
         fix = f"allow {IAM_ACTIONS.get(call, 's3:' + call)} on {_arn(where)}"
         if call == "HeadObject":  # S3 answers a missing object with 403 when ListBucket is not allowed
             fix += f" and s3:ListBucket on arn:aws:s3:::{where.authority}"
-    return StoragePermissionsError("S3", call, str(where), answer, fix + " (see the README's IAM policy)")
+    return StoragePermissionsError(
+        "S3", call, str(where), answer, fix + " (see the IAM policy in docs/operations.md)"
+    )
 
 
 @contextmanager
