@@ -34,7 +34,8 @@ from eventlake.console import metrics as sync_metrics
 from eventlake.console.html import bar_chart, e, line_chart, link, page, pager, status_badge, table
 from eventlake.console.lake import LakeWatch, Run
 from eventlake.query.duckdb_engine import ident, run_duckdb
-from eventlake.query.engine import QueryError, QueryResult
+from eventlake.query.errors import QueryError
+from eventlake.query.result import QueryResult
 from eventlake.sync.report import REPORTS_DATABASE, REPORTS_TABLE
 from eventlake.timestamps import now_utc
 
