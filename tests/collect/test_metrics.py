@@ -117,7 +117,7 @@ def test_sealed_files_and_spool_size(client: httpx.Client, served: Collector) ->
     ],
 )
 def test_every_validation_reason_has_a_bounded_label(message: object, label: str) -> None:
-    """The labels follow spec.validate's reasons: a reworded reason fails here, not in production."""
+    """The labels are spec.validate's codes: a renamed code fails here, not in production."""
     from eventlake import spec
     from eventlake.collect.metrics import reason_label
 

@@ -14,16 +14,10 @@ from eventlake import layout
 from eventlake.config import CatalogSettings, LakeSettings, Secret, Settings
 from eventlake.errors import DependencyError
 from eventlake.flock import LockFile
-from eventlake.jvm import metastore
-from eventlake.jvm.metastore import (
-    MetastoreAccess,
-    acquire_embedded,
-    client_access,
-    connection_url,
-    embedded_lock,
-    running_service,
-    write_service_file,
-)
+from eventlake.jvm.metastore import derby, schema
+from eventlake.jvm.metastore.access import MetastoreAccess, client_access, database_access
+from eventlake.jvm.metastore.derby import acquire_embedded, embedded_lock, running_service, write_service_file
+from eventlake.jvm.metastore.jdbc import connection_url
 from eventlake.jvm.session import spark_conf
 from eventlake.progress import quiet
 from eventlake.storage import local
@@ -55,7 +49,7 @@ def test_a_jdbc_metastore_puts_its_driver_on_the_driver_class_path(tmp_path: Pat
         password=Secret("pw"),
         jdbc_driver_jar=str(jar),
     )
-    access = metastore.database_access(configured)
+    access = database_access(configured)
     conf = spark_conf(configured, "app", access)
     private, driver = conf["spark.driver.extraClassPath"].split(os.pathsep)
     assert driver == str(jar)
@@ -73,7 +67,7 @@ def test_a_missing_driver_says_what_to_install(tmp_path: Path) -> None:
         tmp_path, jdbc_url="jdbc:postgresql://db/hms", jdbc_driver_jar=str(tmp_path / "no.jar")
     )
     with pytest.raises(DependencyError, match="catalog.jdbc_driver_jar"):
-        metastore.database_access(configured)
+        database_access(configured)
 
 
 def test_mariadb_reports_itself_as_mysql_to_hive() -> None:
@@ -112,9 +106,9 @@ def test_without_a_service_the_embedded_derby_is_used(tmp_path: Path) -> None:
         access = client_access(settings(tmp_path))
         assert access.mode == "derby"
         assert access.properties["javax.jdo.option.ConnectionURL"].startswith("jdbc:derby:;databaseName=")
-        assert state in metastore._embedded_locks  # held until the process exits
+        assert state in derby._embedded_locks  # held until the process exits
     finally:
-        held = metastore._embedded_locks.pop(state, None)
+        held = derby._embedded_locks.pop(state, None)
         if held is not None:
             held.close()
 
@@ -132,7 +126,7 @@ def test_a_waiting_process_switches_to_a_service_that_starts(tmp_path: Path) -> 
         threading.Timer(0.3, write_service_file, (state, info)).start()
         said: list[str] = []
         assert acquire_embedded(state, said.append) == uri
-    assert state not in metastore._embedded_locks
+    assert state not in derby._embedded_locks
     waiting = f"waiting for another eventlake process (pid {os.getpid()}) using the embedded metastore ..."
     assert said == [waiting]
 
@@ -160,17 +154,17 @@ def test_the_schema_marker_is_written_atomically(tmp_path: Path, monkeypatch: py
         jdbc_driver_jar=str(jar),
     )
     runs: list[str] = []
-    monkeypatch.setattr(metastore, "run_schema_tool", lambda s, properties, jar: runs.append(jar))
+    monkeypatch.setattr(schema, "run_schema_tool", lambda s, properties, jar: runs.append(jar))
     written: list[Path] = []
 
     def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         written.append(path)
         local.write_atomic(path, data, mode)
 
-    monkeypatch.setattr(metastore, "write_atomic", write_atomic)
+    monkeypatch.setattr(schema, "write_atomic", write_atomic)
     said: list[str] = []
-    metastore.ensure_schema(configured, said.append)
-    metastore.ensure_schema(configured, said.append)  # the marker says it is done
+    schema.ensure_schema(configured, said.append)
+    schema.ensure_schema(configured, said.append)  # the marker says it is done
     assert runs == [str(jar)]
     assert said == ["creating the metastore schema in jdbc:postgresql://db:5432/hms (first use) ..."]
     [marker] = written

@@ -13,7 +13,7 @@ import pytest
 from pyhive import hive
 
 from eventlake.config import load_settings
-from eventlake.jvm.metastore import running_service
+from eventlake.jvm.metastore.derby import running_service
 from eventlake.timestamps import now_utc
 from tests.catalog.conftest import clean_env, write_archive
 from tests.catalog.servers import free_port, port_open, stop_process, wait_until

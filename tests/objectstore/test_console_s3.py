@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 from eventlake.console.app import create_console
 from eventlake.console.lake import LakeWatch
 from eventlake.query.duckdb_engine import run_duckdb
-from eventlake.query.engine import QueryError
+from eventlake.query.errors import QueryError
 from eventlake.timestamps import now_utc
 from tests.objectstore.test_s3_sync import MESSAGES, sync, track
 

@@ -20,7 +20,7 @@ from eventlake import layout
 from eventlake.cli import cli
 from eventlake.config import LakeSettings, Settings
 from eventlake.query import run_query
-from eventlake.query.engine import QueryError
+from eventlake.query.errors import QueryError
 
 UTC = timezone.utc
 ORDERS = [
@@ -206,7 +206,8 @@ def test_cli_error_is_one_line(settings: Settings, tmp_path: Path) -> None:
 
 
 def test_two_columns_with_one_name_are_refused_not_merged() -> None:
-    from eventlake.query.engine import QueryError, QueryResult
+    from eventlake.query.errors import QueryError
+    from eventlake.query.result import QueryResult
 
     assert QueryResult.of(["a", "b"], [(1, 2)]).rows == ({"a": 1, "b": 2},)
     with pytest.raises(QueryError, match="two columns named 'user_id'.*AS"):

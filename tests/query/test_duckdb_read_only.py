@@ -11,7 +11,7 @@ import pytest
 from eventlake.catalog.schema_file import write_schema_file
 from eventlake.config import Settings
 from eventlake.query.duckdb_engine import check_read_only, duckdb_type, run_duckdb
-from eventlake.query.engine import QueryError
+from eventlake.query.errors import QueryError
 from eventlake.storage import LocalStorage
 from eventlake.sync.report import (
     SyncResult,

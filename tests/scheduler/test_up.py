@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from eventlake import layout
-from eventlake.jvm.metastore import running_service
+from eventlake.jvm.metastore.derby import running_service
 from tests.collect.harness import EVENTLAKE, clean_environment, free_port, make_project
 
 pytestmark = pytest.mark.integration

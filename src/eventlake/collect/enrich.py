@@ -38,7 +38,7 @@ CLIENT_LIBRARIES = frozenset(
 @dataclass
 class EnrichedMessages:
     lines: list[bytes] = field(default_factory=list)  # what the spool stores, one JSON per message
-    invalid: list[str] = field(default_factory=list)  # spec.validate's reason for each invalid line
+    invalid: list[spec.Invalid] = field(default_factory=list)  # what spec.validate found, per invalid line
     suppressed: int = 0  # messages of a suppressed userId, dropped
     ip_filled: int = 0  # messages whose context.ip came from the request
 

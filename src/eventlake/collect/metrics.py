@@ -9,7 +9,6 @@ the spool's own counters come from :meth:`eventlake.archive.Spool.stats` when th
 from __future__ import annotations
 
 import bisect
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 
@@ -18,23 +17,13 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.utils import floatToGoString
 
 from eventlake.archive import SpoolStats
+from eventlake.spec import Invalid
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # request latency buckets, seconds (a durable acknowledgement costs at least one fsync)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-# spec.validate's reasons, as bounded label values
-_REASONS = (
-    (re.compile(r"^message is not a JSON object"), "not_an_object"),
-    (re.compile(r"^unknown type"), "unknown_type"),
-    (re.compile(r"^neither userId nor anonymousId"), "missing_user_id_and_anonymous_id"),
-    (re.compile(r"^\w+ message without (\w+)"), "missing_{0}"),
-    (re.compile(r"^messageId is not a string"), "invalid_message_id"),
-    (re.compile(r"^messageId longer than"), "message_id_too_long"),
-    (re.compile(r"^(\w+) .* is not an ISO-8601 date-time"), "invalid_{0}"),
-    (re.compile(r"^receivedAt missing or invalid"), "invalid_received_at"),
-)
 # the spool's counters (SpoolStats fields) as metrics: name, kind, help, field
 _SPOOL = (
     ("eventlake_spool_messages_total", "counter", "Messages fsynced to the spool.", "messages"),
@@ -74,26 +63,18 @@ _SPOOL = (
         "upload_failures",
     ),
 )
-_SNAKE = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
-def reason_label(reason: str) -> str:
-    """A bounded label value for a :func:`eventlake.spec.validate` reason.
+def reason_label(invalid: Invalid) -> str:
+    """A bounded label value for what :func:`eventlake.spec.validate` found: its code.
 
-    >>> reason_label("track message without event")
-    'missing_event'
-    >>> reason_label("alias message without previousId")
+    >>> from eventlake.spec import validate
+    >>> reason_label(validate({"type": "alias", "userId": "u1", "messageId": "m1"}))
     'missing_previous_id'
-    >>> reason_label("sentAt 'yesterday' is not an ISO-8601 date-time")
-    'invalid_sent_at'
-    >>> reason_label("unknown type 'launch' (expected one of track, ...)")
+    >>> reason_label(validate({"type": "launch", "userId": "u1"}))
     'unknown_type'
     """
-    for pattern, label in _REASONS:
-        match = pattern.match(reason)
-        if match:
-            return label.format(*(_SNAKE.sub(r"_\1", group).lower() for group in match.groups()))
-    return "other"
+    return invalid.code.value
 
 
 class CollectorMetrics:

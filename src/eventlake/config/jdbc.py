@@ -1,7 +1,7 @@
 """The JDBC drivers eventlake finds by itself for a metastore database (``[catalog] jdbc_url``).
 
 One table, read by the settings check (a URL with another scheme needs ``jdbc_driver_jar`` and
-``jdbc_driver_class``) and by the metastore (:mod:`eventlake.jvm.metastore`: which class to load,
+``jdbc_driver_class``) and by the metastore (:mod:`eventlake.jvm.metastore.jdbc`: which class to load,
 which jar to put on the class path, which Debian package to name when it is missing).
 """
 

@@ -2,136 +2,45 @@
 
 Pages: the overview (``/``), the sync history (``/runs``, ``/runs/<run>``), the schemas
 (``/schemas``, ``/schemas/<db>/<table>``), the quarantine (``/quarantine``) and a read-only query
-box on the DuckDB engine (``/query``, ``/query.csv``), and the sync's Prometheus metrics
-(``/metrics``, see :mod:`.metrics`). With a token, every route (assets
-included) needs it: ``Authorization: Bearer <token>``, the ``eventlake_console`` cookie, or
-``?token=`` once (it sets the cookie, ``Secure`` when the request came over https).
+box on the DuckDB engine (``/query``, ``/query.csv``, see :mod:`.query_box`), and the sync's
+Prometheus metrics (``/metrics``, see :mod:`.metrics`). With a token, every route (assets
+included) needs it, and other web sites are kept out (see :mod:`.gates`).
 """
 
 from __future__ import annotations
 
-import csv
-import hmac
-import io
-import ipaddress
 import threading
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from eventlake import layout
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import Settings
 from eventlake.console import metrics as sync_metrics
-from eventlake.console.html import bar_chart, e, line_chart, link, page, pager, status_badge, table
+from eventlake.console.gates import SameSiteGate, TokenGate, is_loopback
+from eventlake.console.html import bar_chart, e, int_param, line_chart, link, page, pager, status_badge, table
 from eventlake.console.lake import LakeWatch, Run
+from eventlake.console.query_box import QueryBox
 from eventlake.query.duckdb_engine import ident, run_duckdb
-from eventlake.query.engine import QueryError, QueryResult
-from eventlake.sync.report import REPORTS_DATABASE, REPORTS_TABLE
+from eventlake.query.errors import QueryError
 from eventlake.timestamps import now_utc
 
-COOKIE = "eventlake_console"
 PAGE_SIZE = 50
 SCHEMA_PAGE_SIZE = 100
 STATUSES = ("Success", "Partial Success", "Failed")
-EXAMPLE_QUERY = f"SELECT status, count(*) AS runs\nFROM {REPORTS_DATABASE}.{REPORTS_TABLE}\nGROUP BY status"
-FORMULA_START = ("=", "+", "-", "@")  # a CSV cell starting so is a formula to a spreadsheet
-
-
-class TokenGate:
-    """ASGI middleware: every request needs the token (see the module docstring); 401 otherwise."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app, self.token = app, token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.token:
-            await self.app(scope, receive, send)
-            return
-        request = Request(scope)
-        given = request.query_params.get("token")
-        if given is not None and self._ok(given):  # once: keep it in a cookie, drop it from the URL
-            kept = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode()) if k != "token"]
-            target = request.url.path + ("?" + urlencode(kept) if kept else "")
-            response: Response = RedirectResponse(target, status_code=303)
-            # Secure over https: uvicorn sets the scheme from a trusted proxy's X-Forwarded-Proto
-            # (FORWARDED_ALLOW_IPS, 127.0.0.1 by default), so a TLS proxy in front counts too
-            secure = scope.get("scheme") in ("https", "wss")
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", secure=secure)
-            await response(scope, receive, send)
-            return
-        bearer = request.headers.get("authorization", "")
-        presented = bearer[7:] if bearer.lower().startswith("bearer ") else request.cookies.get(COOKIE, "")
-        if self._ok(presented):
-            await self.app(scope, receive, send)
-            return
-        await PlainTextResponse(
-            "401: this console needs its token (open it once with ?token=<console.token>, or send "
-            "Authorization: Bearer <token>)\n",
-            status_code=401,
-            headers={"WWW-Authenticate": "Bearer"},
-        )(scope, receive, send)
-
-    def _ok(self, given: str) -> bool:
-        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
-
-
-def is_loopback(host: str) -> bool:
-    """
-    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("::1"), is_loopback("0.0.0.0")
-    (True, True, True, False)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
-
-
-class SameSiteGate:
-    """ASGI middleware against other web sites using a browser that can reach the console: on a
-    loopback bind, requests must be addressed to a loopback name (a DNS-rebinding page's are not:
-    421); a form posted from another site (``Sec-Fetch-Site``, ``Origin``) is refused (403)."""
-
-    def __init__(self, app: ASGIApp, loopback: bool) -> None:
-        self.app, self.loopback = app, loopback
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = Request(scope).headers
-        host = headers.get("host", "")
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        if self.loopback and name.lower() not in LOOPBACK_HOSTS:
-            why = f"421: this console answers requests for 127.0.0.1 or localhost, not {host!r}\n"
-            await PlainTextResponse(why, status_code=421)(scope, receive, send)
-            return
-        if scope["method"] not in ("GET", "HEAD"):
-            site = headers.get("sec-fetch-site", "same-origin")
-            origin = headers.get("origin")
-            if site not in ("same-origin", "none") or (origin and origin.split("://", 1)[-1] != host):
-                why = "403: a form posted from another site is refused\n"
-                await PlainTextResponse(why, status_code=403)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def create_console(settings: Settings, watch: LakeWatch) -> ASGIApp:
     """The console app; ``watch`` is refreshed by the caller (see :mod:`.server`)."""
     views = ConsoleViews(settings, watch)
+    box = QueryBox(settings, views._page)
     routes = [
         Route("/", views.overview),
         Route("/runs", views.runs),
@@ -139,33 +48,13 @@ def create_console(settings: Settings, watch: LakeWatch) -> ASGIApp:
         Route("/schemas", views.schemas),
         Route("/schemas/{database}/{table}", views.schema),
         Route("/quarantine", views.quarantine),
-        Route("/query", views.query, methods=["GET", "POST"]),
-        Route("/query.csv", views.query_csv, methods=["POST"]),
+        Route("/query", box.query, methods=["GET", "POST"]),
+        Route("/query.csv", box.query_csv, methods=["POST"]),
         Route("/static/console.css", views.css),
         Route("/metrics", views.metrics),
     ]
     gated = TokenGate(Starlette(routes=routes), settings.console.token.reveal())
     return SameSiteGate(gated, is_loopback(settings.console.host))
-
-
-def _csv_cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
-    return value
-
-
-async def _form(request: Request) -> dict[str, str]:
-    """A posted form (``application/x-www-form-urlencoded``, what the pages send)."""
-    return dict(parse_qsl((await request.body()).decode("utf-8", "replace"), keep_blank_values=True))
-
-
-def _int(value: Any, default: int, low: int = 0, high: int = 10**9) -> int:
-    try:
-        return max(low, min(high, int(value)))
-    except (TypeError, ValueError):
-        return default
 
 
 class ConsoleViews:
@@ -276,7 +165,7 @@ class ConsoleViews:
     def runs(self, request: Request) -> HTMLResponse:
         q = request.query_params
         source, status, day = q.get("source", ""), q.get("status", ""), q.get("day", "")
-        offset = _int(q.get("offset"), 0)
+        offset = int_param(q.get("offset"), 0)
         runs, total = self.watch.runs(source, status, day, offset, PAGE_SIZE)
         slugs = sorted({s.slug for s in self.settings.sources})
         options = lambda values, chosen: "".join(  # noqa: E731
@@ -369,7 +258,7 @@ class ConsoleViews:
 
     def schemas(self, request: Request) -> HTMLResponse:
         q = request.query_params
-        wanted, offset = q.get("database", ""), _int(q.get("offset"), 0)
+        wanted, offset = q.get("database", ""), int_param(q.get("offset"), 0)
         specs = sorted(self._specs(), key=lambda s: (s.database, s.name))
         databases: dict[str, int] = {}
         for spec in specs:
@@ -503,67 +392,3 @@ class ConsoleViews:
         if group["reason"] == "table limit reached":
             return f"raise sync.max_tables_per_database, then: eventlake replay --source {slug}{span}"
         return "the message itself is invalid: fix the sender (the raw message is kept here)"
-
-    # -- query box -------------------------------------------------------------------------------
-
-    async def query(self, request: Request) -> HTMLResponse:
-        console = self.settings.console
-        form = await _form(request) if request.method == "POST" else {}
-        sql = form.get("sql", "")
-        limit = _int(form.get("limit"), min(100, console.query_max_rows), 1, console.query_max_rows)
-        result_html = ""
-        if sql.strip():
-            try:
-                result = await run_in_threadpool(self._run_query, sql, limit)
-                result_html = self._result_table(result, limit)
-            except QueryError as exc:
-                result_html = f"<p class='bad error'>{e(exc)}</p>"
-        body = (
-            "<form method=post action=/query class=query>"
-            f'<textarea name=sql rows=8 spellcheck=false placeholder="{e(EXAMPLE_QUERY)}">{e(sql)}</textarea>'
-            f"<label>row limit <input type=number name=limit min=1 max={console.query_max_rows} "
-            f"value={limit}></label> <button type=submit>Run</button> "
-            "<button type=submit formaction=/query.csv>Download CSV</button>"
-            f"<p class=hint>DuckDB over the lake, read-only: one SELECT at a time, stopped after "
-            f"{console.query_timeout_seconds:g} s, at most {console.query_max_rows:,} rows. Tables are "
-            "<code>database.table</code> (Spark's names), the sync reports are "
-            f"<code>{REPORTS_DATABASE}.{REPORTS_TABLE}</code>.</p></form>" + result_html
-        )
-        return self._page("Query", "/query", body)
-
-    async def query_csv(self, request: Request) -> Response:
-        form = await _form(request)
-        console = self.settings.console
-        limit = _int(form.get("limit"), console.query_max_rows, 1, console.query_max_rows)
-        try:
-            result = await run_in_threadpool(self._run_query, form.get("sql", ""), limit)
-        except QueryError as exc:
-            return PlainTextResponse(f"{exc}\n", status_code=400)
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(result.columns)
-        for row in result.rows:
-            writer.writerow([_csv_cell(row[c]) for c in result.columns])
-        return Response(
-            out.getvalue(), media_type="text/csv; charset=utf-8",
-            headers={"Content-Disposition": 'attachment; filename="eventlake-query.csv"'},
-        )  # fmt: skip
-
-    def _run_query(self, sql: str, limit: int) -> QueryResult:
-        if not sql.strip():
-            raise QueryError("no query: type a SELECT")
-        return run_duckdb(
-            self.settings,
-            sql,
-            read_only=True,
-            max_rows=limit,
-            timeout=self.settings.console.query_timeout_seconds,
-        )
-
-    @staticmethod
-    def _result_table(result: QueryResult, limit: int) -> str:
-        rows = [[e(row[c]) for c in result.columns] for row in result.rows]
-        note = f"{len(rows):,} rows" + (
-            f" (the first {limit:,}: raise the row limit for more)" if result.truncated else ""
-        )
-        return f"<p class=count>{e(note)}</p>" + table(result.columns, rows, "result")

@@ -41,6 +41,20 @@ def page(title: str, active: str, body: str, refreshed: str = "") -> str:
     )
 
 
+def int_param(value: Any, default: int, low: int = 0, high: int = 10**9) -> int:
+    """A number from a query string or a form, kept within ``[low, high]``; ``default`` when it is none.
+
+    >>> int_param("50", 0), int_param("-3", 0), int_param("x", 7), int_param(None, 7)
+    (50, 0, 7, 7)
+    >>> int_param("999", 1, 1, 100)
+    100
+    """
+    try:
+        return max(low, min(high, int(value)))
+    except (TypeError, ValueError):
+        return default
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], css: str = "") -> str:
     """A table of already escaped cells (build them with :func:`e` and :func:`link`)."""
     head = "".join(f"<th>{e(h)}</th>" for h in headers)

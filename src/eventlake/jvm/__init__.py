@@ -4,7 +4,10 @@ reach the Hive metastore.
 - :mod:`~eventlake.jvm.session`: the one place a SparkSession is built (``spark_session``,
   ``owned_session``), with the metastore wired in;
 - :mod:`~eventlake.jvm.metastore`: where the metastore is (embedded Derby, the project's service,
-  a PostgreSQL/MariaDB database, a thrift URI) and how a process reaches it; no JVM starts there;
+  a PostgreSQL/MariaDB database, a thrift URI) and how a process reaches it (``access``), the
+  embedded Derby's lock and service file (``derby``), a JDBC database's driver and properties
+  (``jdbc``) and its Hive tables (``schema``); no JVM starts there but the schema tool;
+- :mod:`~eventlake.jvm.java`: Java, the wheel's jars, whether a JVM service's port answers;
 - :mod:`~eventlake.jvm.service`: the project's metastore service (Hive's ``HiveMetaStore``);
 - :mod:`~eventlake.jvm.thriftserver`: Spark's Thrift server (``eventlake thrift``).
 

@@ -4,7 +4,7 @@
 one for the project while they run, when the metastore is the embedded Derby (see
 :func:`shared_metastore`). On Derby the service holds the project's metastore lock and publishes
 its URI in ``state_dir/metastore/service.json``; every eventlake process of the project then
-connects to it (:func:`eventlake.jvm.metastore.client_access`).
+connects to it (:func:`eventlake.jvm.metastore.access.client_access`).
 
 The service is Hive 2.3's ``HiveMetaStore``: it listens on every interface (Hive 2.3 has no bind
 address setting) and has no authentication, like any Hive metastore: firewall its port.
@@ -27,21 +27,16 @@ from pathlib import Path
 
 from eventlake import layout, progress
 from eventlake.config import Settings
-from eventlake.jvm.metastore import (
-    MetastoreAccess,
-    MetastoreError,
-    database_access,
+from eventlake.jvm.errors import MetastoreError
+from eventlake.jvm.java import java_executable, port_open, pyspark_home
+from eventlake.jvm.metastore.access import MetastoreAccess, database_access, hive_site, write_private
+from eventlake.jvm.metastore.derby import (
     embedded_lock,
-    ensure_schema,
-    hive_site,
-    java_executable,
-    port_open,
-    pyspark_home,
     remove_service_file,
     running_service,
-    write_private,
     write_service_file,
 )
+from eventlake.jvm.metastore.schema import ensure_schema
 from eventlake.progress import Say
 
 START_TIMEOUT_SECONDS = 180.0

@@ -23,13 +23,8 @@ from typing import Any
 from eventlake import layout, progress
 from eventlake.config import Settings
 from eventlake.errors import DependencyError
-from eventlake.jvm.metastore import (
-    JAVA_HINT,
-    MetastoreAccess,
-    client_access,
-    java_executable,
-    private_conf_dir,
-)
+from eventlake.jvm.java import JAVA_HINT, java_executable
+from eventlake.jvm.metastore.access import MetastoreAccess, client_access, private_conf_dir
 from eventlake.progress import Say
 
 __all__ = [

@@ -32,7 +32,8 @@ from typing import Any
 from eventlake import layout, progress
 from eventlake.config import Settings, client_host
 from eventlake.errors import UsageError
-from eventlake.jvm.metastore import MetastoreAccess, client_access, port_open, pyspark_home
+from eventlake.jvm.java import port_open, pyspark_home
+from eventlake.jvm.metastore.access import MetastoreAccess, client_access
 from eventlake.jvm.service import STOP_GRACE_SECONDS, SharedMetastore, die_with_parent
 from eventlake.jvm.session import check_java, spark_conf
 from eventlake.progress import Say

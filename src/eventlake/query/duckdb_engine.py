@@ -32,7 +32,8 @@ from eventlake.catalog.schema_file import read_schema_files
 from eventlake.catalog.views import database_views
 from eventlake.config import Settings
 from eventlake.query.dialect import spark_to_duckdb
-from eventlake.query.engine import QueryError, QueryResult, first_line
+from eventlake.query.errors import QueryError, first_line
+from eventlake.query.result import QueryResult
 from eventlake.schema.arrow import arrow_schema
 from eventlake.schema.warehouse import Views
 from eventlake.schema.warehouse import view_sql as warehouse_sql

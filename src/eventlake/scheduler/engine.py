@@ -25,7 +25,7 @@ session and one catalog connection for its whole life.
 
 With ``catalog.kind = "glue"`` it only syncs: Spark here cannot read Glue, and the in-memory tables
 ``eventlake sql`` registers for such a lake are Python data sources that a Thrift server's
-per-connection sessions cannot see (see :mod:`eventlake.query.engine`); ``eventlake sql`` starts
+per-connection sessions cannot see (see :mod:`eventlake.query.spark_engine`); ``eventlake sql`` starts
 its own session there.
 
 SIGTERM or SIGINT while idle: it stops the Thrift server and the session and exits 0. During a

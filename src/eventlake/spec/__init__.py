@@ -4,9 +4,20 @@ from eventlake.spec.message import (
     ENDPOINT_TYPES,
     MAX_MESSAGE_ID,
     MESSAGE_TYPES,
+    Invalid,
+    InvalidCode,
     enrich,
     merge_batch_fields,
     validate,
 )
 
-__all__ = ["ENDPOINT_TYPES", "MAX_MESSAGE_ID", "MESSAGE_TYPES", "enrich", "merge_batch_fields", "validate"]
+__all__ = [
+    "ENDPOINT_TYPES",
+    "MAX_MESSAGE_ID",
+    "MESSAGE_TYPES",
+    "Invalid",
+    "InvalidCode",
+    "enrich",
+    "merge_batch_fields",
+    "validate",
+]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from enum import Enum
+from typing import Any, NamedTuple
 
 from eventlake.message_types import MESSAGE_TYPES
 from eventlake.timestamps import format_timestamp, parse_timestamp
@@ -29,6 +30,44 @@ ENDPOINT_TYPES: dict[str, str | None] = {
 
 _TIMESTAMP_FIELDS = ("timestamp", "originalTimestamp", "sentAt")
 _REQUIRED_BY_TYPE = {"track": ("event",), "group": ("groupId",), "alias": ("previousId", "userId")}
+
+
+class InvalidCode(str, Enum):  # enum.StrEnum once Python 3.10 is dropped
+    """Why a message is invalid, as a stable code (the collector's metric labels)."""
+
+    NOT_AN_OBJECT = "not_an_object"
+    UNKNOWN_TYPE = "unknown_type"
+    MISSING_USER_ID_AND_ANONYMOUS_ID = "missing_user_id_and_anonymous_id"
+    MISSING_EVENT = "missing_event"
+    MISSING_GROUP_ID = "missing_group_id"
+    MISSING_PREVIOUS_ID = "missing_previous_id"
+    MISSING_USER_ID = "missing_user_id"
+    INVALID_MESSAGE_ID = "invalid_message_id"
+    MESSAGE_ID_TOO_LONG = "message_id_too_long"
+    INVALID_TIMESTAMP = "invalid_timestamp"
+    INVALID_ORIGINAL_TIMESTAMP = "invalid_original_timestamp"
+    INVALID_SENT_AT = "invalid_sent_at"
+    INVALID_RECEIVED_AT = "invalid_received_at"
+
+
+class Invalid(NamedTuple):
+    """What :func:`validate` found: its ``code`` and the ``text`` people read (the quarantine's reason)."""
+
+    code: InvalidCode
+    text: str
+
+
+_MISSING = {
+    "event": InvalidCode.MISSING_EVENT,
+    "groupId": InvalidCode.MISSING_GROUP_ID,
+    "previousId": InvalidCode.MISSING_PREVIOUS_ID,
+    "userId": InvalidCode.MISSING_USER_ID,
+}
+_BAD_TIMESTAMP = {
+    "timestamp": InvalidCode.INVALID_TIMESTAMP,
+    "originalTimestamp": InvalidCode.INVALID_ORIGINAL_TIMESTAMP,
+    "sentAt": InvalidCode.INVALID_SENT_AT,
+}
 
 
 def merge_batch_fields(message: Mapping[str, Any], batch: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,37 +125,41 @@ def enrich(
     return out
 
 
-def validate(message: Any) -> str | None:
+def validate(message: Any) -> Invalid | None:
     """Why an (enriched) message cannot go into the lake, or None when it can.
 
     >>> ok = {"type": "track", "userId": "u1", "event": "Signed Up", "messageId": "m1",
     ...       "receivedAt": "2026-11-22T10:00:00.000Z"}
     >>> validate(ok) is None
     True
-    >>> validate({"type": "track", "userId": "u1", "messageId": "m1"})
+    >>> validate({"type": "track", "userId": "u1", "messageId": "m1"}).text
     'track message without event'
+    >>> validate({"type": "track", "userId": "u1", "messageId": "m1"}).code.value
+    'missing_event'
     """
     if not isinstance(message, Mapping):
-        return "message is not a JSON object"
+        return Invalid(InvalidCode.NOT_AN_OBJECT, "message is not a JSON object")
     kind = message.get("type")
     if kind not in MESSAGE_TYPES:
-        return f"unknown type {kind!r} (expected one of {', '.join(MESSAGE_TYPES)})"
+        return Invalid(
+            InvalidCode.UNKNOWN_TYPE, f"unknown type {kind!r} (expected one of {', '.join(MESSAGE_TYPES)})"
+        )
     if not _present(message.get("userId")) and not _present(message.get("anonymousId")):
-        return "neither userId nor anonymousId"
+        return Invalid(InvalidCode.MISSING_USER_ID_AND_ANONYMOUS_ID, "neither userId nor anonymousId")
     for key in _REQUIRED_BY_TYPE.get(kind, ()):
         if not _present(message.get(key)):
-            return f"{kind} message without {key}"
+            return Invalid(_MISSING[key], f"{kind} message without {key}")
     message_id = message.get("messageId")
     if not isinstance(message_id, str) or not message_id:
-        return "messageId is not a string"
+        return Invalid(InvalidCode.INVALID_MESSAGE_ID, "messageId is not a string")
     if len(message_id) > MAX_MESSAGE_ID:
-        return f"messageId longer than {MAX_MESSAGE_ID} characters"
+        return Invalid(InvalidCode.MESSAGE_ID_TOO_LONG, f"messageId longer than {MAX_MESSAGE_ID} characters")
     for key in _TIMESTAMP_FIELDS:
         value = message.get(key)
         if value is not None and parse_timestamp(value) is None:
-            return f"{key} {str(value)[:40]!r} is not an ISO-8601 date-time"
+            return Invalid(_BAD_TIMESTAMP[key], f"{key} {str(value)[:40]!r} is not an ISO-8601 date-time")
     if parse_timestamp(message.get("receivedAt")) is None:
-        return "receivedAt missing or invalid"
+        return Invalid(InvalidCode.INVALID_RECEIVED_AT, "receivedAt missing or invalid")
     return None
 
 

@@ -89,11 +89,11 @@ def parse_line(line: str, suppressed: frozenset[str] = frozenset()) -> tuple[Any
         message = loads(line)
     except ValueError as exc:
         return (False, None, None, None, None, None, None, f"invalid JSON: {exc}"[:200], line)
-    reason = validate(message)
-    if reason is not None:
+    invalid = validate(message)
+    if invalid is not None:
         message_id = message.get("messageId") if isinstance(message, Mapping) else None
         received = parse_timestamp(message.get("receivedAt")) if isinstance(message, Mapping) else None
-        return (False, _str_or_none(message_id), received, None, None, None, None, reason, line)
+        return (False, _str_or_none(message_id), received, None, None, None, None, invalid.text, line)
     if suppressed and isinstance(user_id := message.get("userId"), str) and user_id in suppressed:
         received = parse_timestamp(message["receivedAt"])
         return (False, message["messageId"], received, None, None, None, None, SUPPRESSED, None)
