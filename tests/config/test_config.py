@@ -136,7 +136,8 @@ def test_sources_share_a_database_when_their_prefixes_tell_their_tables_apart(co
     add_source(config, "ios", database="apps", table_prefix="ios")  # as SDL users wrote it
     add_source(config, "android", database="apps", table_prefix="android_")
     settings = load_settings(config, environ={})
-    assert [(s.database, s.table_prefix) for s in settings.sources] == [("apps", "ios_"), ("apps", "android_")]
+    shared = [(s.database, s.table_prefix) for s in settings.sources]
+    assert shared == [("apps", "ios_"), ("apps", "android_")]
     for prefix in ("", "ios_beta"):  # no prefix starts every name; ios_beta_ names start with ios_
         with pytest.raises(ConfigError) as error:
             add_source(config, "web", database="apps", table_prefix=prefix)
