@@ -231,8 +231,8 @@ class History:
     def _sample_report(self) -> bytes:
         from eventlake import layout
 
-        for info in self.ctx.storage.list(layout.reports_root(self.lake), layout.report_files_pattern()):
-            return self.ctx.storage.read(info.path)
+        for path in layout.every_report_file(self.ctx.storage, self.lake):
+            return self.ctx.storage.read(path)
         return b"{}\n"
 
     def file_names(self, day: int, count: int, every: int = 1) -> list[str]:

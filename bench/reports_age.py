@@ -1,7 +1,9 @@
 """Reports after a long time: `eventlake reports` (library call) and the console's first read over
 ``--days`` days of ``--runs-per-day`` report files per day (`up` writes 2,880 a day per source),
 fabricated directly on a local lake with the sync's own writer, before and after the reports'
-index (``_state/reports.json``: without it every report file is listed, as before it existed).
+index (``_state/reports.json``: without it every report file is listed, as before it existed), and
+after the daily merge (``--merged``: each finished day's runs in one file, as
+:mod:`eventlake.sync.report_days` leaves them; today's runs stay a file each).
 
 Prints, for each: seconds for the newest 100 runs, for the 30-day health, for the console's first
 read (until its first page is published, and until every run is read).
@@ -18,6 +20,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from eventlake import layout
 from eventlake.config import LakeSettings, Settings, SourceSettings
 from eventlake.config.settings import Secret
 from eventlake.console.lake import LakeWatch
@@ -46,6 +49,27 @@ def lay(settings: Settings, days: int, per_day: int) -> int:
             write_report_rows(storage, report_path(run, lake), report_rows(run, lake))
             written += 1
     return written
+
+
+def merge_days(settings: Settings) -> int:
+    """Each finished day's run files as one merged file and its marker (what the merge leaves on a
+    local disk, without its catalog: only the files matter to these readers)."""
+    storage, lake, today = LocalStorage(), settings.lake.root, now_utc().strftime("%Y-%m-%d")
+    merged = 0
+    for folder in sorted(layout.reports_root(lake).glob("day=*/source=*")):
+        day = folder.parent.name.split("=", 1)[1]
+        names = sorted(p.name for p in folder.iterdir() if layout.is_run_report_name(p.name))
+        if day >= today or not names:
+            continue
+        merge_id = f"compact-{day.replace('-', '')}T235959000Z-0000"
+        data = b"".join(storage.read(folder / name) for name in names)
+        storage.write(folder / layout.merged_report_name(merge_id), data)
+        marker = layout.marker_document(merge_id, [layout.merged_report_name(merge_id)], names)
+        storage.write(folder / layout.compaction_marker_name(merge_id), marker)
+        for name in names:
+            storage.delete(folder / name)
+        merged += 1
+    return merged
 
 
 def measure(settings: Settings, label: str) -> None:
@@ -94,7 +118,11 @@ def main() -> None:
     print("|---|---|---|---|---|")
     measure(settings, "without the index (before)")
     note_report_day(LocalStorage(), settings.lake.root, now_utc().strftime("%Y-%m-%d"))  # a sync writes it
-    measure(settings, "with the index (after)")
+    measure(settings, "with the index (a file per run)")
+    started = time.monotonic()
+    days = merge_days(settings)
+    print(f"\n(merged {days} finished days in {time.monotonic() - started:.0f} s)\n")
+    measure(settings, "with the index, finished days merged (after)")
 
 
 if __name__ == "__main__":

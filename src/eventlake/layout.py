@@ -5,7 +5,7 @@ Lake root (Segment-compatible layout)::
     segment-logs/<source-id>/<received-day-ms>/<file>.gz             raw archive (gzip NDJSON)
     segment-data/data/<source-id>/segment_type=<t>/day=<d>/hr=<h>/    lake tables (Parquet)
     segment-data/quarantine/<source-id>/run_id=<r>/                   rejected messages and values
-    segment-data/reports/day=<d>/source=<source-id>/run_id=<r>/report.json
+    segment-data/reports/day=<d>/source=<source-id>/report-<r>.json  run reports (merged daily)
     segment-data/_state/{ledger,dedupe,pending,schemas}/...          durable sync state
     segment-data/_state/suppression/<source-id>.json                  suppressed userIds (collector)
     segment-data/_state/deletions/<source-id>/<run-id>.json            user deletions' audit records
@@ -386,21 +386,153 @@ def quarantine_dir(lake: Location, source_id: str) -> Location:
 # reports and state -----------------------------------------------------------------------------
 
 
-REPORT_PARTITION_PATH = "day={day}/source={source_id}/run_id={run_id}"
+# A partition of the reports table per source and UTC day (the day a run started). A day's folder
+# holds, directly in it (Spark, Hive and Athena read a partition's own files, not its sub-folders):
+#
+#     report-<run>.json                 one run's report (the day is still being written, or late)
+#     reports-compact-<merge>.json      a day's runs merged into one file, data once its marker is
+#     _compact-<merge>.json             there (its ``replaced``: the per-run files it holds)
+#     _v-000001-compact-<merge>/        on an object store, the merged file and its marker (and the
+#                                       reports written into the day after it) in a version folder
+#                                       that the catalog's partition points at, as a rewritten table's
+#     run_id=<run>/report.json          a report of a lake written before the daily merge (a
+#                                       partition per run then); merged at the source's first sync
+#
+# (see :mod:`eventlake.sync.report_days`).
+REPORT_PARTITION_PATH = "day={day}/source={source_id}"
+LEGACY_REPORT_PATH = "day={day}/source={source_id}/run_id={run_id}/" + REPORT_FILE
+_RUN_REPORT_PREFIX = "report-"
+_MERGED_REPORT_PREFIX = "reports-"
+_REPORT_SUFFIX = ".json"
+_LEGACY_REPORT = re.compile(r"run_id=[^/]+/" + re.escape(REPORT_FILE))
+
+
+def report_folder(lake: Location, day: str, source_id: str) -> Location:
+    """A source's reports of one UTC day: ``segment-data/reports/day=<d>/source=<source-id>``."""
+    return reports_root(lake) / REPORT_PARTITION_PATH.format(day=day, source_id=source_id)
 
 
 def report_file(lake: Location, day: str, source_id: str, run_id: str) -> Location:
-    folder = REPORT_PARTITION_PATH.format(day=day, source_id=source_id, run_id=run_id)
-    return lake / DATA / "reports" / folder / REPORT_FILE
+    """A run's report file, in its day's folder: ``.../day=<d>/source=<s>/report-<run>.json``."""
+    return report_folder(lake, day, source_id) / f"{_RUN_REPORT_PREFIX}{run_id}{_REPORT_SUFFIX}"
+
+
+def legacy_report_file(lake: Location, day: str, source_id: str, run_id: str) -> Location:
+    """A run's report file in a lake written before the daily merge (a folder per run)."""
+    return reports_root(lake) / LEGACY_REPORT_PATH.format(day=day, source_id=source_id, run_id=run_id)
+
+
+def merged_report_name(merge_id: str) -> str:
+    """The file a merge of a day's reports writes.
+
+    >>> merged_report_name("compact-20261122T000012345Z-1a2b")
+    'reports-compact-20261122T000012345Z-1a2b.json'
+    """
+    return f"{_MERGED_REPORT_PREFIX}{merge_id}{_REPORT_SUFFIX}"
+
+
+def is_run_report_name(name: str) -> bool:
+    """A run's own report file (one in a day folder, or one of a lake written before the merge)."""
+    base = name.rsplit("/", 1)[-1]
+    if _LEGACY_REPORT.fullmatch(name):
+        return True
+    return base.startswith(_RUN_REPORT_PREFIX) and base.endswith(_REPORT_SUFFIX)
+
+
+def _merged_report_run(name: str) -> str | None:
+    if name.startswith(_MERGED_REPORT_PREFIX) and name.endswith(_REPORT_SUFFIX):
+        return name[len(_MERGED_REPORT_PREFIX) : -len(_REPORT_SUFFIX)]
+    return None
+
+
+def report_folder_files(names: Collection[str], replaced_by: Callable[[str], Iterable[str]]) -> list[str]:
+    """The report files of one source's day folder whose files are ``names`` (relative to it, as
+    :func:`report_folder_names` gives them), sorted: every report file of its current version folder
+    (:func:`current_version`), else its per-run files and the merged files whose marker is there,
+    less what a marker there replaced. Each report is in exactly one of them.
+
+    >>> names = ["report-r1.json", "report-r2.json", "reports-compact-c1.json"]
+    >>> report_folder_files(names, lambda m: [])  # c1's marker is not there: not merged yet
+    ['report-r1.json', 'report-r2.json']
+    >>> report_folder_files([*names, "_compact-c1.json", "report-r3.json"], lambda m: names[:2])
+    ['report-r3.json', 'reports-compact-c1.json']
+    >>> report_folder_files(["run_id=r1/report.json", "_v-000001-c1/_compact-c1.json",
+    ...                      "_v-000001-c1/reports-compact-c1.json"], lambda m: [])
+    ['_v-000001-c1/reports-compact-c1.json']
+    """
+    version = current_version(names)
+    if version is not None:
+        inside = [n[len(version) + 1 :] for n in names if n.startswith(version + "/")]
+        return sorted(f"{version}/{n}" for n in inside if "/" not in n and _is_report_name(n))
+    markers = {run: name for name in names if "/" not in name and (run := marker_run_id(name)) is not None}
+    found = [
+        n for n in names
+        if is_run_report_name(n) and ("/" not in n or _LEGACY_REPORT.fullmatch(n))
+        or _merged_report_run(n) in markers
+    ]  # fmt: skip
+    if markers:
+        hidden = {replaced for marker in markers.values() for replaced in replaced_by(marker)}
+        found = [n for n in found if n not in hidden]
+    return sorted(found)
+
+
+def _is_report_name(name: str) -> bool:
+    return is_run_report_name(name) or _merged_report_run(name) is not None
+
+
+def _in_report_folder(name: str) -> bool:
+    """A name (relative to a source's day folder) that :func:`report_folder_files` looks at."""
+    parts = name.split("/")
+    if len(parts) != 2:
+        return len(parts) == 1
+    return version_number(parts[0]) is not None or _LEGACY_REPORT.fullmatch(name) is not None
+
+
+def report_folder_names(storage: Storage, folder: Location) -> dict[str, FileInfo]:
+    """The files of one source's day folder by name relative to it: its own, its version folders'
+    and the per-run folders' of a lake written before the merge (one listing)."""
+    found = {}
+    for info in storage.list(folder, "**/*"):
+        name = info.path.relative_to(folder).as_posix()  # type: ignore[union-attr]
+        if _in_report_folder(name):
+            found[name] = info
+    return found
+
+
+def report_day_files(
+    storage: Storage, lake: Location, day: str, source_id: str | None = None
+) -> list[Location]:
+    """The report files of one UTC day (of one source, or every source's), by
+    :func:`report_folder_files`, sorted: one listing of the day's folder."""
+    return _report_files(storage, report_day_dir(lake, day), f"source={source_id or '*'}/**/*", 1)
+
+
+def every_report_file(storage: Storage, lake: Location) -> list[Location]:
+    """Every report file of the lake (every day, every source), sorted: one listing of all."""
+    return report_table_files(storage, reports_root(lake))
+
+
+def report_table_files(storage: Storage, location: Location) -> list[Location]:
+    """:func:`every_report_file` under the reports table's ``location``."""
+    return _report_files(storage, location, "day=*/source=*/**/*", 2)
+
+
+def _report_files(storage: Storage, root: Location, pattern: str, depth: int) -> list[Location]:
+    folders: dict[Location, dict[str, FileInfo]] = {}
+    for info in storage.list(root, pattern):
+        parts = info.path.relative_to(root).as_posix().split("/")  # type: ignore[union-attr]
+        folder, name = root.joinpath(*parts[:depth]), "/".join(parts[depth:])
+        if _in_report_folder(name):
+            folders.setdefault(folder, {})[name] = info
+    found = []
+    for folder, names in folders.items():
+        replaced = lambda marker, folder=folder: marker_replaced(storage.read(folder / marker))  # noqa: E731
+        found += [names[n].path for n in report_folder_files(names, replaced)]
+    return sorted(found)
 
 
 def reports_root(lake: Location) -> Location:
     return lake / DATA / "reports"
-
-
-def report_files_pattern() -> str:
-    """The glob, under :func:`reports_root`, of every report file."""
-    return re.sub(r"\{\w+\}", "*", REPORT_PARTITION_PATH) + "/" + REPORT_FILE
 
 
 def report_day_dir(lake: Location, day: str) -> Location:
@@ -408,14 +540,15 @@ def report_day_dir(lake: Location, day: str) -> Location:
     return reports_root(lake) / f"day={day}"
 
 
-def report_day_pattern(source_id: str | None = None) -> str:
-    """The glob, under :func:`report_day_dir`, of the day's report files (of one source, or all)."""
-    return f"source={source_id or '*'}/run_id=*/{REPORT_FILE}"
-
-
 def report_day(path: Location, lake: Location) -> str:
     """The UTC day of a report file (its ``day=`` folder)."""
     return path.relative_to(reports_root(lake)).parts[0].split("=", 1)[1]  # type: ignore[union-attr]
+
+
+def report_days_file(lake: Location, source_id: str) -> Location:
+    """How far a source's days of reports are merged (and that its reports were upgraded to a
+    partition per day): ``segment-data/_state/report-days/<source-id>.json``."""
+    return lake / DATA / "_state" / "report-days" / f"{source_id}.json"
 
 
 def reports_index_file(lake: Location) -> Location:

@@ -24,7 +24,7 @@ from eventlake import layout
 from eventlake.config import Settings, SourceSettings
 from eventlake.sync.health import read_health
 from eventlake.sync.ledger import Ledger
-from eventlake.sync.report import read_report_rows, report_files_by_day, run_status
+from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
 from eventlake.timestamps import now_utc, parse_timestamp
 
 ACCEPTED_METRIC = "eventlake_messages_accepted"  # the collector's counter, by source (without _total)
@@ -151,7 +151,8 @@ class LakeWatch:
         self.collector_url = collector_url
         self.slugs = {s.id: s.slug for s in settings.sources}
         self._lock = threading.Lock()
-        self._runs: dict[str, Run] = {}  # by report path
+        self._runs: dict[tuple[str, str], Run] = {}  # by source and run id
+        self._read: set[str] = set()  # report files read (a run's, or a merged day's: not again)
         self._unreadable: set[str] = set()  # report files that did not parse (not read again)
         self._sorted: list[Run] = []  # newest first
         self._newest_day: str | None = None  # the newest day holding reports (where refreshes start)
@@ -184,17 +185,18 @@ class LakeWatch:
         for day, paths in report_files_by_day(self.storage, self.settings.lake.root, since=since):
             if paths and (self._newest_day is None or day > self._newest_day):
                 self._newest_day = day
-            fresh: dict[str, Run] = {}
+            fresh: dict[tuple[str, str], Run] = {}
             for path in paths:
-                if str(path) in self._runs or str(path) in self._unreadable:
+                if str(path) in self._read or str(path) in self._unreadable:
                     continue
-                try:
-                    run = run_from_rows(read_report_rows(self.storage, path), self.slugs)
+                try:  # (a day merged since it was read: its runs come again, once each)
+                    read = report_runs(read_report_rows(self.storage, path))
+                    runs = [run_from_rows(rows, self.slugs) for rows in read]
                 except (OSError, ValueError, KeyError, TypeError, AttributeError):
                     self._unreadable.add(str(path))  # damaged: `eventlake reports` names it
                     continue
-                if run is not None:
-                    fresh[str(path)] = run
+                self._read.add(str(path))
+                fresh.update(((run.source_id, run.run_id), run) for run in runs if run is not None)
             if fresh:
                 with self._lock:
                     self._runs.update(fresh)

@@ -123,7 +123,10 @@ def json_scan(storage: Storage, spec: TableSpec, scratch: Path) -> str | None:
     partition keys among the fields); None when it has none. On an object store the files are
     copied into one file under ``scratch`` first (DuckDB's httpfs may not be installable)."""
     location = to_location(spec.location)
-    files = [info.path for info in storage.list(location, _glob(spec))]
+    if spec.partition_path == layout.REPORT_PARTITION_PATH:  # a run's files and merged days'
+        files = layout.report_table_files(storage, location)
+    else:
+        files = [info.path for info in storage.list(location, _glob(spec))]
     if not files:
         return None
     columns = [*spec.columns, *((k, "string") for k in spec.partition_keys)]

@@ -1,4 +1,4 @@
-"""The last sync runs: one row per run, from ``segment-data/reports/.../report.json``."""
+"""The last sync runs: one row per run, from the report files (a run's, or a merged day's)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from eventlake.config import Settings
-from eventlake.sync.report import read_report_rows, report_files_by_day, run_status
+from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
 from eventlake.timestamps import now_utc
 
 RUN_COLUMNS = (
@@ -43,13 +43,14 @@ def _runs(
         runs = []
         for path in paths:
             try:
-                rows = read_report_rows(storage, path)
+                read = read_report_rows(storage, path)
             except (OSError, orjson.JSONDecodeError) as exc:
                 print(f"warning: skipping unreadable report {path}: {exc}", file=sys.stderr)
                 continue
-            head = next((r for r in rows if r["type"] == "source"), None)
-            if head is not None and (wanted is None or head["source_id"] == wanted):
-                runs.append((head, rows))
+            for rows in report_runs(read):  # one run's file, or a merged day's
+                head = next((r for r in rows if r["type"] == "source"), None)
+                if head is not None and (wanted is None or head["source_id"] == wanted):
+                    runs.append((head, rows))
         yield day, runs
 
 

@@ -19,7 +19,13 @@ from eventlake.config import Settings
 from eventlake.progress import say
 from eventlake.storage import Location, Storage, to_location
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest
-from eventlake.sync.report import note_report_day, write_report_rows
+from eventlake.sync.report import (
+    REPORT_PARTITION_KEYS,
+    REPORTS_DATABASE,
+    REPORTS_TABLE,
+    note_report_day,
+    write_report_rows,
+)
 from eventlake.sync.rewrite import apply_rewrite, retire, switch_location
 from eventlake.sync.state import SyncState
 
@@ -73,6 +79,10 @@ def apply(
     for entry in manifest.tables:
         assert catalog is not None
         spec = entry.spec
+        if (spec.database, spec.name) == (REPORTS_DATABASE, REPORTS_TABLE) and (
+            spec.partition_keys != REPORT_PARTITION_KEYS
+        ):  # a run's of a version with a partition per run: its source's first sync merges it
+            continue  # and registers its day (eventlake.sync.report_days)
         if entry.change in (CHECK, ADD_COLUMNS):
             catalog.ensure_table(spec)  # looks the table up: creates it or appends what it lacks
         elif entry.change == CREATE:

@@ -44,6 +44,7 @@ from eventlake.sync.report import (
     reports_table,
     write_report_rows,
 )
+from eventlake.sync.report_days import checkpoint_reports
 from eventlake.sync.rewrite import drop_retired
 from eventlake.sync.stage import MESSAGES, TABLE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
@@ -82,6 +83,8 @@ class SourceSync:
         self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
         grace = timedelta(minutes=self.settings.sync.rewrite_grace_minutes)
         drop_retired(self.storage, self.lake, self.source.id, grace)  # rewritten partitions' old files
+        check = self.lease.check if self.lease is not None else lambda: None
+        checkpoint_reports(self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, check)
         if self.replay is not None:
             files, *window = replay_files(
                 self.storage, self.lake, self.source.id, self.state.ledger, self.replay

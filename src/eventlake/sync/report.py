@@ -17,7 +17,7 @@ from eventlake.timestamps import format_timestamp, now_utc, parse_timestamp
 
 REPORTS_DATABASE = "__segment_datalake"
 REPORTS_TABLE = "sync_reports"
-REPORT_PARTITION_KEYS = ("source_id", "day", "run_id")
+REPORT_PARTITION_KEYS = ("source_id", "day")  # a partition per source and day (before: and run_id)
 # the report fields as catalog columns (partition keys excluded); JSON rows may omit any of them
 REPORT_COLUMNS = (
     ("type", "string"),
@@ -48,6 +48,7 @@ REPORT_COLUMNS = (
     ("source", "string"),
     ("notices", "array<string>"),
     ("collisions", "array<string>"),
+    ("run_id", "string"),  # a field of the rows (a partition key of a lake written before the merge)
 )
 
 
@@ -258,7 +259,8 @@ def run_status(rows: list[dict[str, Any]]) -> str:
 
 
 def reports_table(lake: Location) -> TableSpec:
-    """The catalog table over every report file: one partition per run folder."""
+    """The catalog table over every report file: one partition per source and UTC day (see
+    :mod:`eventlake.sync.report_days`)."""
     return TableSpec(
         REPORTS_DATABASE,
         REPORTS_TABLE,
@@ -270,8 +272,8 @@ def reports_table(lake: Location) -> TableSpec:
     )
 
 
-def report_partition(result: SyncResult) -> tuple[str, str, str]:
-    return (result.source_id, result.start_time.strftime("%Y-%m-%d"), result.run_id)
+def report_partition(result: SyncResult) -> tuple[str, str]:
+    return (result.source_id, result.start_time.strftime("%Y-%m-%d"))
 
 
 def report_path(result: SyncResult, lake: Location) -> Location:
@@ -279,7 +281,13 @@ def report_path(result: SyncResult, lake: Location) -> Location:
 
 
 def write_report_rows(storage: Storage, path: Location, rows: list[dict[str, Any]]) -> None:
-    """The report file: one JSON object per line (atomic, durable)."""
+    """The report file: one JSON object per line (atomic, durable). A report of a day before today
+    (a run that started before midnight, an interrupted one completed later) goes to where its day's
+    partition is now: a version folder once the day was merged on an object store (see
+    :mod:`eventlake.sync.report_days`); today's never was."""
+    day = rows[0].get("day") if rows else None
+    if day and day < now_utc().strftime("%Y-%m-%d") and layout.is_run_report_name(path.name):
+        path = layout.current_folder(storage, path.parent) / path.name
     storage.write(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))
 
 
@@ -288,10 +296,19 @@ def read_report_rows(storage: Storage, path: Location) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in storage.read_lines(path)]
 
 
+def report_runs(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """A report file's rows by run, in file order: one run's (a run's file) or a day's (a merged
+    file)."""
+    runs: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for row in rows:
+        runs.setdefault((row.get("source_id"), row.get("run_id")), []).append(row)
+    return list(runs.values())
+
+
 def report_files(storage: Storage, lake: Location) -> list[Location]:
-    """Every run's report file, sorted by path (one listing of every report: see
-    :func:`report_files_by_day` for the newest first without it)."""
-    return [f.path for f in storage.list(layout.reports_root(lake), layout.report_files_pattern())]
+    """Every report file (a run's, or a merged day's), sorted by path (one listing of every report:
+    see :func:`report_files_by_day` for the newest first without it)."""
+    return layout.every_report_file(storage, lake)
 
 
 # -- the newest reports first, without listing every day ever -----------------------------------
@@ -324,7 +341,8 @@ def report_files_by_day(
     storage: Storage, lake: Location, source_id: str | None = None, since: str | None = None,
     until: str | None = None,
 ) -> Iterator[tuple[str, list[Location]]]:  # fmt: skip
-    """Each UTC day's report files (of one source, or every source's), the newest day first, from
+    """Each UTC day's report files (of one source, or every source's; a run's or a merged day's:
+    :func:`report_runs` splits them), the newest day first, from
     ``until`` (default: today) back to ``since`` (default: the first day holding reports): one
     listing per day, so a reader that stops after the days it needs lists only those. A lake
     without the reports' index (reports older than it, no sync since) is listed once instead."""
@@ -335,13 +353,13 @@ def report_files_by_day(
         for path in report_files(storage, lake):
             by_day.setdefault(layout.report_day(path, lake), []).append(path)
         wanted = source_id and f"source={source_id}"
+        root = layout.reports_root(lake)
         for day in sorted(by_day, reverse=True):
             if day <= until and (since is None or day >= since):
-                yield day, [p for p in by_day[day] if not wanted or p.parent.parent.name == wanted]
+                yield day, [p for p in by_day[day] if not wanted or p.relative_to(root).parts[1] == wanted]
         return
     floor = max(first, since) if since else first
     day = date.fromisoformat(until)
     while day.isoformat() >= floor:
-        folder = layout.report_day_dir(lake, day.isoformat())
-        yield day.isoformat(), [f.path for f in storage.list(folder, layout.report_day_pattern(source_id))]
+        yield day.isoformat(), layout.report_day_files(storage, lake, day.isoformat(), source_id)
         day -= timedelta(days=1)
