@@ -21,7 +21,7 @@ from eventlake.catalog.views import database_views
 from eventlake.config import Settings
 from eventlake.errors import UsageError
 from eventlake.progress import Say
-from eventlake.storage import Storage, to_location
+from eventlake.storage import Storage, relative_to, to_location
 
 
 def partition_template(spec: TableSpec) -> str:
@@ -49,7 +49,7 @@ def partitions_on_disk(storage: Storage, spec: TableSpec) -> list[tuple[str, ...
     for info in storage.list(root, re.sub(r"\{\w+\}", "*", template) + "/*" + suffix):
         if info.path.name.startswith((".", "_")):
             continue
-        match = pattern.fullmatch(info.path.parent.relative_to(root).as_posix())
+        match = pattern.fullmatch(relative_to(info.path.parent, root).as_posix())
         if match:
             found.add(tuple(match[key] for key in spec.partition_keys))
     return sorted(found)
