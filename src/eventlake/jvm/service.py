@@ -43,7 +43,7 @@ START_TIMEOUT_SECONDS = 180.0
 STOP_GRACE_SECONDS = 10.0
 
 try:  # Linux: the service gets SIGTERM when the thread that started it dies (even by SIGKILL)
-    _LIBC = ctypes.CDLL(None, use_errno=True)
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
     _PR_SET_PDEATHSIG = 1
 except OSError:  # pragma: no cover
     _LIBC = None

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventlake import layout, progress
 from eventlake.config import Settings
@@ -26,6 +26,9 @@ from eventlake.errors import DependencyError
 from eventlake.jvm.java import JAVA_HINT, java_executable
 from eventlake.jvm.metastore.access import MetastoreAccess, client_access, private_conf_dir
 from eventlake.progress import Say
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "EXECUTOR_ENVIRONMENT",
@@ -168,8 +171,8 @@ def _java_property(name: str, value: object) -> str:
     return '"-D' + name + "=" + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = progress.say):
-    """A SparkSession on ``[spark] master`` with the metastore of ``[catalog]`` (-> SparkSession).
+def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = progress.say) -> SparkSession:
+    """A SparkSession on ``[spark] master`` with the metastore of ``[catalog]``.
 
     With ``kind = "glue"`` the session has no Hive catalog (Spark here cannot read Glue): the
     sync writes files with it and registers them in Glue through boto3.
