@@ -18,7 +18,7 @@ from eventlake import layout, progress
 from eventlake.catalog.base import Catalog, Column, TableSpec, load_catalog
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.catalog.views import database_views
-from eventlake.config import Settings
+from eventlake.config import CatalogKind, Settings
 from eventlake.errors import UsageError
 from eventlake.progress import Say
 from eventlake.storage import Storage, relative_to, to_location
@@ -154,7 +154,7 @@ def repair_catalog(
         )
     named = {(s.database, s.name) for s in specs}
     specs = [*specs, *(t for t in tables if (t.database, t.name) not in named)]
-    if settings.catalog.kind != "hive":  # the other back ends need no Spark
+    if settings.catalog.kind != CatalogKind.HIVE:  # the other back ends need no Spark
         return _repair(load_catalog(settings, spark), storage, specs, say)
     from eventlake.jvm.session import owned_session
 

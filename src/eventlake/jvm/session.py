@@ -21,7 +21,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from eventlake import layout, progress
-from eventlake.config import Settings
+from eventlake.config import CatalogKind, Settings
 from eventlake.errors import DependencyError
 from eventlake.jvm.java import JAVA_HINT, java_executable
 from eventlake.jvm.metastore.access import MetastoreAccess, client_access, private_conf_dir
@@ -186,7 +186,7 @@ def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = pr
     state = settings.lake.state_dir
     state.mkdir(parents=True, exist_ok=True)
     layout.log_dir(state).mkdir(parents=True, exist_ok=True)
-    access = None if settings.catalog.kind == "glue" else client_access(settings, say)
+    access = None if settings.catalog.kind == CatalogKind.GLUE else client_access(settings, say)
     if access is not None and access.mode == "service":
         say(f"using the project's {access.description}")
     # eventlake works in UTC: Spark hands timestamps to Python in the process's local time zone
