@@ -15,6 +15,7 @@ test: setup lint
 lint: setup
 	$(BIN)/ruff check src tests scripts bench examples
 	$(BIN)/ruff format --check src tests scripts bench examples
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 unit: setup  ## the fast tier: no Spark, no servers

@@ -54,7 +54,7 @@ from pathlib import Path
 import orjson
 
 from eventlake.storage.base import FileInfo, Storage
-from eventlake.storage.location import Location
+from eventlake.storage.location import Location, relative_to
 
 ARCHIVE = "segment-logs"
 DATA = "segment-data"
@@ -87,7 +87,7 @@ def archive_day_dir(lake: Location, source_id: str, day_ms: int) -> Location:
 
 def lake_relative(lake: Location, path: Location) -> str:
     """A file's key: its path relative to the lake root, with ``/`` (archive files in the ledger)."""
-    return path.relative_to(lake).as_posix()
+    return relative_to(path, lake).as_posix()
 
 
 # lake tables ---------------------------------------------------------------------------------
@@ -317,7 +317,7 @@ def partition_listing(
     files as ``_v-.../name``): one listing of the table."""
     folders: dict[Location, dict[str, FileInfo]] = {}
     for info in storage.list(location, "*/" * depth + "**/*"):
-        parts = info.path.relative_to(location).as_posix().split("/")  # type: ignore[union-attr]
+        parts = relative_to(info.path, location).as_posix().split("/")
         if len(parts) == depth + 1:
             folders.setdefault(info.path.parent, {})[parts[-1]] = info
         elif len(parts) == depth + 2 and version_number(parts[depth]) is not None:
@@ -329,7 +329,7 @@ def folder_names(storage: Storage, folder: Location) -> dict[str, FileInfo]:
     """The files of one partition folder, by name relative to it (as :func:`partition_listing`)."""
     found = {}
     for info in storage.list(folder, "**/*"):
-        parts = info.path.relative_to(folder).as_posix().split("/")  # type: ignore[union-attr]
+        parts = relative_to(info.path, folder).as_posix().split("/")
         if len(parts) == 1 or (len(parts) == 2 and version_number(parts[0]) is not None):
             found["/".join(parts)] = info
     return found
@@ -369,7 +369,7 @@ def partition_values(location: Location, folder: Location, keys: tuple[str, ...]
     """
     if not keys:
         return () if folder == location else None
-    parts = folder.relative_to(location).as_posix().split("/")
+    parts = relative_to(folder, location).as_posix().split("/")
     pairs = [part.split("=", 1) for part in parts]
     if [pair[0] for pair in pairs] != list(keys) or any(len(pair) != 2 for pair in pairs):
         return None
@@ -542,7 +542,7 @@ def report_day_dir(lake: Location, day: str) -> Location:
 
 def report_day(path: Location, lake: Location) -> str:
     """The UTC day of a report file (its ``day=`` folder)."""
-    return path.relative_to(reports_root(lake)).parts[0].split("=", 1)[1]  # type: ignore[union-attr]
+    return relative_to(path, reports_root(lake)).parts[0].split("=", 1)[1]
 
 
 def report_days_file(lake: Location, source_id: str) -> Location:

@@ -81,7 +81,7 @@ class SpoolBusyError(SpoolError):
 class SuppressionError(EventLakeError):
     """A suppression list cannot be read or written, or a userId given to it is not valid."""
 
-    def __init__(self, path: Path | None, problem: str) -> None:
+    def __init__(self, path: Location | None, problem: str) -> None:
         where = f"suppression list {path}: " if path is not None else ""
         super().__init__(f"{where}{problem}", path=str(path) if path else None, problem=problem)
         self.path = path
@@ -125,7 +125,9 @@ def describe_store_error(error: BaseException) -> str:
     of a ``ClientError``, else the exception's type and message; the values of secret-looking
     environment variables (``*SECRET*``, ``*TOKEN*``, ...) are masked should a message echo one."""
     response = getattr(error, "response", None)
-    details = response.get("Error", {}) if isinstance(response, dict) else {}
+    if not isinstance(response, dict):
+        response = {}
+    details = response.get("Error", {})
     if details.get("Code"):
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
         text = f"{details['Code']} (HTTP {status}): {details.get('Message', '')}".rstrip(": ")

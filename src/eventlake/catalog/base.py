@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eventlake import layout
+from eventlake.config.settings import CatalogKind
 from eventlake.errors import ConfigError, DependencyError
 from eventlake.schema.warehouse import View
 from eventlake.storage import storage_scheme
@@ -180,9 +181,12 @@ def _load_glue(settings: Settings, session: Any) -> Catalog:
     return GlueCatalog.from_settings(settings.catalog)
 
 
-CATALOG_LOADERS: dict[str, Callable[[Settings, Any], Catalog]] = {"hive": _load_hive, "glue": _load_glue}
+CATALOG_LOADERS: dict[str, Callable[[Settings, Any], Catalog]] = {
+    CatalogKind.HIVE: _load_hive,
+    CatalogKind.GLUE: _load_glue,
+}
 # the extra that brings each back end's client library
-CATALOG_EXTRAS = {"hive": "spark", "glue": "glue"}
+CATALOG_EXTRAS: dict[str, str] = {CatalogKind.HIVE: "spark", CatalogKind.GLUE: "glue"}
 
 
 def load_catalog(settings: Settings, session: Any = None) -> Catalog:

@@ -47,7 +47,7 @@ TABLE_INPUT_FIELDS = (
     "Parameters",
     "TargetTable",
 )
-FORMATS = {
+FORMATS: dict[str, dict[str, Any]] = {
     "parquet": {
         "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
         "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",

@@ -93,7 +93,7 @@ class HiveCatalog(Catalog):
     def _forget(self, database: str, table: str | None = None) -> None:
         """Drop what this catalog remembers of a table (of every table of ``database`` when None)."""
 
-        def kept(key: tuple[str, ...]) -> bool:
+        def kept(key: tuple[object, ...]) -> bool:
             return key[0] != database or table not in (None, key[1])
 
         self._known = {k: v for k, v in self._known.items() if kept(k)}
@@ -123,7 +123,7 @@ class HiveCatalog(Catalog):
         names = self.list_tables(database)
         if not names:
             return {}
-        jvm = self.spark.sparkContext._jvm
+        jvm = self._gateway()
         external = self._jvm()["external"]
         found = external.getTablesByName(database, jvm.PythonUtils.toSeq(names))
         schemas: dict[str, tuple[Column, ...]] = {}
@@ -145,7 +145,7 @@ class HiveCatalog(Catalog):
         names = self.list_tables(database)
         if not names:
             return {}
-        jvm = self.spark.sparkContext._jvm
+        jvm = self._gateway()
         found = self._jvm()["external"].getTablesByName(database, jvm.PythonUtils.toSeq(names))
         locations: dict[str, str] = {}
         tables = found.iterator()
@@ -188,7 +188,7 @@ class HiveCatalog(Catalog):
         columns = self.table_columns(database, table) or ()
         changed = [(name, kind if name == column else old) for name, old in columns]
         ddl = ", ".join(f"{_ident(name)} {k}" for name, k in changed)
-        jvm = self.spark.sparkContext._jvm
+        jvm = self._gateway()
         schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl)
         external = self._jvm()["external"]
         external.alterTableDataSchema(database, table, schema)
@@ -279,10 +279,16 @@ class HiveCatalog(Catalog):
         # ignoreIfExists: they may exist (registered by another writer, or before a crash)
         external.createPartitions(spec.database, spec.name, jvm["PythonUtils"].toSeq(batch), True)
 
+    def _gateway(self) -> Any:
+        """The session's py4j view of the JVM (pyspark types it Optional: None once stopped)."""
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None, "the SparkContext is stopped"
+        return jvm
+
     def _jvm(self) -> dict[str, Any]:
         """The JVM objects partition registration uses, looked up once."""
         if not self._jvm_refs:
-            jvm = self.spark.sparkContext._jvm
+            jvm = self._gateway()
             catalyst = jvm.org.apache.spark.sql.catalyst.catalog
             utils = jvm.PythonUtils
             self._jvm_refs = {
@@ -319,7 +325,7 @@ class HiveCatalog(Catalog):
         ``partitions`` share (an hourly run lists one day, not years of them)."""
         if not partitions:
             return set()
-        jvm = self.spark.sparkContext._jvm
+        jvm = self._gateway()
         shared = _shared_prefix(spec.partition_keys, partitions)
         partial = jvm.scala.Option.apply(
             jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(shared) if shared else None

@@ -18,10 +18,10 @@ from eventlake import layout, progress
 from eventlake.catalog.base import Catalog, Column, TableSpec, load_catalog
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.catalog.views import database_views
-from eventlake.config import Settings
+from eventlake.config import CatalogKind, Settings
 from eventlake.errors import UsageError
 from eventlake.progress import Say
-from eventlake.storage import Storage, to_location
+from eventlake.storage import Storage, relative_to, to_location
 
 
 def partition_template(spec: TableSpec) -> str:
@@ -49,7 +49,7 @@ def partitions_on_disk(storage: Storage, spec: TableSpec) -> list[tuple[str, ...
     for info in storage.list(root, re.sub(r"\{\w+\}", "*", template) + "/*" + suffix):
         if info.path.name.startswith((".", "_")):
             continue
-        match = pattern.fullmatch(info.path.parent.relative_to(root).as_posix())
+        match = pattern.fullmatch(relative_to(info.path.parent, root).as_posix())
         if match:
             found.add(tuple(match[key] for key in spec.partition_keys))
     return sorted(found)
@@ -154,7 +154,7 @@ def repair_catalog(
         )
     named = {(s.database, s.name) for s in specs}
     specs = [*specs, *(t for t in tables if (t.database, t.name) not in named)]
-    if settings.catalog.kind != "hive":  # the other back ends need no Spark
+    if settings.catalog.kind != CatalogKind.HIVE:  # the other back ends need no Spark
         return _repair(load_catalog(settings, spark), storage, specs, say)
     from eventlake.jvm.session import owned_session
 

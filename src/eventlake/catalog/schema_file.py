@@ -17,7 +17,7 @@ import orjson
 from eventlake import layout
 from eventlake.catalog.base import TableSpec
 from eventlake.errors import EventLakeError
-from eventlake.storage import Location, Storage, to_location
+from eventlake.storage import Location, Storage, relative_to, to_location
 
 
 class SchemaFileError(EventLakeError):
@@ -127,7 +127,7 @@ def source_tables(
 def is_under(location: Location, root: Location) -> bool:
     """Whether ``location`` is ``root`` or below it (both local paths, or both object paths)."""
     try:
-        location.relative_to(root)  # type: ignore[arg-type]
+        relative_to(location, root)
         return True
-    except (ValueError, TypeError):
+    except ValueError:
         return False

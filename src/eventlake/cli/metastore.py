@@ -23,10 +23,11 @@ def metastore(ctx: Context, port: int) -> None:
     Example:
       eventlake metastore --port 9083
     """
+    from eventlake.config import CatalogKind
     from eventlake.jvm.service import run_metastore
 
     settings = ctx.settings()
-    if settings.catalog.kind != "hive":
+    if settings.catalog.kind != CatalogKind.HIVE:
         from eventlake.errors import UsageError
 
         raise UsageError(

@@ -167,7 +167,8 @@ class CollectorMetrics:
         cumulative, buckets = 0, []
         for bound, count in zip((*LATENCY_BUCKETS, float("inf")), self._bucket_counts, strict=True):
             cumulative += count
-            buckets.append((floatToGoString(bound), cumulative))
+            # prometheus_client leaves floatToGoString unannotated
+            buckets.append((floatToGoString(bound), cumulative))  # type: ignore[no-untyped-call]
         return HistogramMetricFamily(
             "eventlake_request_duration_seconds",
             "Time from a request's arrival to its answer, /v1/* endpoints.",

@@ -9,6 +9,7 @@ from eventlake.config.reload import SourceChanges, SourcesWatch
 from eventlake.config.settings import (
     DATE_PARTITIONS,
     AlertsSettings,
+    CatalogKind,
     CatalogSettings,
     CollectorSettings,
     CompactSettings,
@@ -36,6 +37,7 @@ __all__ = [
     "CONFIG_FILE",
     "DATE_PARTITIONS",
     "AlertsSettings",
+    "CatalogKind",
     "CatalogSettings",
     "CollectorSettings",
     "CompactSettings",

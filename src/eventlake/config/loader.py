@@ -7,8 +7,9 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import fields, replace
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from eventlake.config.alerts import validate_alerts
 from eventlake.config.jdbc import JDBC_DRIVERS
@@ -16,6 +17,7 @@ from eventlake.config.settings import (
     DATE_PARTITIONS,
     FILL_IP_MODES,
     AlertsSettings,
+    CatalogKind,
     CatalogSettings,
     CollectorSettings,
     CompactSettings,
@@ -46,13 +48,14 @@ SLUG = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 IDENTIFIER = re.compile(r"^[a-z0-9_]{0,64}$")
 WRITE_KEY = re.compile(r"^[A-Za-z0-9_\-.]{1,200}$")
 SOURCE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
-CATALOG_KINDS = ("hive", "glue")
 THRIFT_URI = re.compile(r"^thrift://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
 JDBC_URL = re.compile(r"^jdbc:([a-z0-9]+):")
 JDBC_KNOWN = tuple(JDBC_DRIVERS)  # drivers eventlake finds by itself (Debian's jars)
 AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
 HIVE_ONLY = ("uri", "jdbc_url", "user", "password", "jdbc_driver_jar", "jdbc_driver_class")
 GLUE_ONLY = ("region", "endpoint_url", "catalog_id")
+
+E = TypeVar("E", bound=Enum)
 
 _SIMPLE_SECTIONS = {
     "catalog": CatalogSettings,
@@ -133,8 +136,6 @@ def parse_settings(raw: Mapping[str, Any], config_path: Path) -> Settings:
 
 def _validate_sections(sections: dict[str, Any]) -> None:
     catalog, collector, sync = sections["catalog"], sections["collector"], sections["sync"]
-    if catalog.kind not in CATALOG_KINDS:
-        raise ConfigError("catalog.kind", f"{catalog.kind!r} is not supported", f"use one of {CATALOG_KINDS}")
     if not IDENTIFIER.match(catalog.database_prefix):
         raise ConfigError("catalog.database_prefix", f"{catalog.database_prefix!r}", "use [a-z0-9_] only")
     if not 0 < collector.port < 65536:
@@ -188,10 +189,10 @@ def _validate_sections(sections: dict[str, Any]) -> None:
 def _validate_catalog(catalog: CatalogSettings) -> None:
     """The ``[catalog]`` settings of the chosen kind; settings of the other kind are refused."""
     default = CatalogSettings()
-    other = GLUE_ONLY if catalog.kind == "hive" else HIVE_ONLY
+    other = GLUE_ONLY if catalog.kind == CatalogKind.HIVE else HIVE_ONLY
     for name in other:
         if getattr(catalog, name) != getattr(default, name):
-            owner = "glue" if catalog.kind == "hive" else "hive"
+            owner = CatalogKind.GLUE if catalog.kind == CatalogKind.HIVE else CatalogKind.HIVE
             raise ConfigError(
                 f"catalog.{name}", f'only applies to kind = "{owner}"', "remove it or change kind"
             )
@@ -336,6 +337,8 @@ def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
             if not isinstance(value, dict):
                 raise ConfigError(f"{name}.conf", "must be a table of spark.* settings")
             values[key] = tuple((str(k), _conf_value(v)) for k, v in sorted(value.items()))
+        elif isinstance(default, Enum):  # one of a vocabulary (catalog.kind)
+            values[key] = _choice(f"{name}.{key}", value, type(default))
         elif isinstance(default, tuple):  # a list of one type: a TOML array (or one text value)
             values[key] = _list(f"{name}.{key}", value, type(default[0]) if default else str)
         elif isinstance(default, Secret):
@@ -347,6 +350,15 @@ def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
         else:
             values[key] = _typed(f"{name}.{key}", value, type(default))
     return cls(**values)
+
+
+def _choice(setting: str, value: Any, vocabulary: type[E]) -> E:
+    """A text value that must be one of an enum's values: that member."""
+    text = _typed(setting, value, str)
+    choices = tuple(member.value for member in vocabulary)
+    if text not in choices:
+        raise ConfigError(setting, f"{text!r} is not supported", f"use one of {choices}")
+    return vocabulary(text)
 
 
 def _list(setting: str, value: Any, item: type) -> tuple[Any, ...]:

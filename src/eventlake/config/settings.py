@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from eventlake.storage import Location, Storage, load_storage
@@ -61,9 +62,19 @@ class LakeSettings:
         return load_storage(self.root, endpoint_url=self.endpoint_url)
 
 
+class CatalogKind(str, Enum):  # enum.StrEnum once Python 3.10 is dropped
+    """``[catalog] kind``: which catalog back end holds the lake's tables."""
+
+    HIVE = "hive"  # a Hive metastore: embedded Derby by default
+    GLUE = "glue"  # the AWS Glue Data Catalog
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class CatalogSettings:
-    kind: str = "hive"  # hive (Hive metastore: embedded Derby by default) | glue (AWS Glue Data Catalog)
+    kind: CatalogKind = CatalogKind.HIVE  # hive (Hive metastore: embedded Derby by default) | glue (AWS Glue)
     database_prefix: str = ""  # prepended to every source's database name
     # hive: a running metastore service to use (thrift://host:9083[,thrift://...]) ...
     uri: str = ""

@@ -6,7 +6,7 @@ internet): the only asset is ``static/console.css``, served by the console itsel
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 from urllib.parse import urlencode
@@ -78,7 +78,7 @@ def pager(href: str, offset: int, limit: int, total: int, **params: Any) -> str:
     return f"<p class=pager>{' '.join(parts)}</p>"
 
 
-def line_chart(title: str, series: dict[str, list[tuple[str, float]]], unit: str) -> str:
+def line_chart(title: str, series: Mapping[str, Sequence[tuple[str, float]]], unit: str) -> str:
     """An SVG line chart: one line per series over shared x labels (e.g. days)."""
     width, height, pad = 720, 200, 40
     labels = next(iter(series.values()), [])

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eventlake import layout, progress
-from eventlake.config import Settings
+from eventlake.config import CatalogKind, Settings
 from eventlake.jvm.errors import MetastoreError
 from eventlake.jvm.java import java_executable, port_open, pyspark_home
 from eventlake.jvm.metastore.access import MetastoreAccess, database_access, hive_site, write_private
@@ -43,7 +43,7 @@ START_TIMEOUT_SECONDS = 180.0
 STOP_GRACE_SECONDS = 10.0
 
 try:  # Linux: the service gets SIGTERM when the thread that started it dies (even by SIGKILL)
-    _LIBC = ctypes.CDLL(None, use_errno=True)
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
     _PR_SET_PDEATHSIG = 1
 except OSError:  # pragma: no cover
     _LIBC = None
@@ -182,7 +182,7 @@ class SharedMetastore:
     def __init__(self, settings: Settings, say: Say = progress.say) -> None:
         self.settings = settings
         self.say = say
-        self.needed = settings.catalog.kind == "hive" and not (
+        self.needed = settings.catalog.kind == CatalogKind.HIVE and not (
             settings.catalog.uri or settings.catalog.jdbc_url
         )
         self._stack: contextlib.ExitStack | None = None

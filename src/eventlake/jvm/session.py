@@ -18,14 +18,17 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventlake import layout, progress
-from eventlake.config import Settings
+from eventlake.config import CatalogKind, Settings
 from eventlake.errors import DependencyError
 from eventlake.jvm.java import JAVA_HINT, java_executable
 from eventlake.jvm.metastore.access import MetastoreAccess, client_access, private_conf_dir
 from eventlake.progress import Say
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "EXECUTOR_ENVIRONMENT",
@@ -168,8 +171,8 @@ def _java_property(name: str, value: object) -> str:
     return '"-D' + name + "=" + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = progress.say):
-    """A SparkSession on ``[spark] master`` with the metastore of ``[catalog]`` (-> SparkSession).
+def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = progress.say) -> SparkSession:
+    """A SparkSession on ``[spark] master`` with the metastore of ``[catalog]``.
 
     With ``kind = "glue"`` the session has no Hive catalog (Spark here cannot read Glue): the
     sync writes files with it and registers them in Glue through boto3.
@@ -183,7 +186,7 @@ def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = pr
     state = settings.lake.state_dir
     state.mkdir(parents=True, exist_ok=True)
     layout.log_dir(state).mkdir(parents=True, exist_ok=True)
-    access = None if settings.catalog.kind == "glue" else client_access(settings, say)
+    access = None if settings.catalog.kind == CatalogKind.GLUE else client_access(settings, say)
     if access is not None and access.mode == "service":
         say(f"using the project's {access.description}")
     # eventlake works in UTC: Spark hands timestamps to Python in the process's local time zone

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from eventlake import layout, progress
-from eventlake.config import Settings, client_host
+from eventlake.config import CatalogKind, Settings, client_host
 from eventlake.errors import UsageError
 from eventlake.jvm.java import port_open, pyspark_home
 from eventlake.jvm.metastore.access import MetastoreAccess, client_access
@@ -82,7 +82,7 @@ def thrift_command(settings: Settings, access: MetastoreAccess, host: str, port:
 
 def run_thrift_server(settings: Settings, host: str, port: int, say: Say = progress.say) -> int:
     """Serve HiveServer2 on ``host:port`` until SIGTERM or Ctrl-C; the server's exit code."""
-    if settings.catalog.kind != "hive":
+    if settings.catalog.kind != CatalogKind.HIVE:
         raise UsageError(
             f'eventlake thrift needs a Hive metastore (catalog.kind = "{settings.catalog.kind}"): '
             "Spark here cannot read the Glue catalog"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventlake import progress
-from eventlake.config import Settings
+from eventlake.config import CatalogKind, Settings
 from eventlake.progress import Say
 from eventlake.query.errors import QueryError, first_line
 from eventlake.query.result import QueryResult
@@ -22,7 +22,7 @@ def run_spark(settings: Settings, sql: str, spark: Any = None, say: Say = progre
     (:func:`_register_lake`), and a Thrift server gives each connection a new session, which does
     not see data sources registered in another one.
     """
-    if spark is None and settings.catalog.kind == "hive":
+    if spark is None and settings.catalog.kind == CatalogKind.HIVE:
         result = through_service(settings, sql, say)
         if result is not None:
             return result

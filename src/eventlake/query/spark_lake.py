@@ -20,7 +20,7 @@ from eventlake import layout
 from eventlake.catalog.base import TableSpec
 from eventlake.catalog.views import database_views
 from eventlake.schema.warehouse import view_sql
-from eventlake.storage import load_storage, to_location
+from eventlake.storage import load_storage, relative_to, to_location
 
 SOURCE_NAME = "eventlake_lake"
 
@@ -88,7 +88,8 @@ class LakeTableReader(DataSourceReader):
             table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
             for f in schema
         ]
-        folders = to_location(path).parent.relative_to(to_location(self.spec.location)).as_posix().split("/")
+        folder = relative_to(to_location(path).parent, to_location(self.spec.location))
+        folders = folder.as_posix().split("/")
         values = dict(part.split("=", 1) for part in folders if "=" in part)
         columns += [pa.array([values.get(k)] * len(table), pa.string()) for k in self.spec.partition_keys]
         names = [*schema.names, *self.spec.partition_keys]

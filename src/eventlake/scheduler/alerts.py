@@ -10,7 +10,7 @@ logged and skipped: it never fails the sync, and the alert is not sent again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -123,7 +123,7 @@ def alert_for(
 
 def deliver(alert: Alert, alerts: AlertsSettings, say: Say) -> list[str]:
     """Send ``alert`` to every channel set; the channels that took it. A failing channel is said."""
-    channels = []
+    channels: list[tuple[str, Callable[[], None]]] = []
     if alerts.webhook_url.reveal():
         channels.append(("webhook", lambda: post_webhook(alerts, alert.payload())))
     if alerts.email_to:

@@ -43,7 +43,7 @@ import time
 from typing import Any
 
 from eventlake import progress
-from eventlake.config import Settings, SourcesWatch
+from eventlake.config import CatalogKind, Settings, SourcesWatch
 from eventlake.progress import Say
 
 ENGINE_APP_NAME = "eventlake-engine"
@@ -144,7 +144,7 @@ def _start(settings: Settings, say: Say) -> tuple[Any, Any, Any]:
     spark = spark_session(settings, ENGINE_APP_NAME, say)
     catalog = load_catalog(settings, spark)
     app_id = spark.sparkContext.applicationId
-    if settings.catalog.kind != "hive":
+    if settings.catalog.kind != CatalogKind.HIVE:
         say(f"ready, Spark application {app_id}; no SQL service on a {settings.catalog.kind} catalog")
         return spark, catalog, None
     _quiet_thrift_logs(spark)

@@ -294,10 +294,10 @@ def view_sql(
         (select,) = view.selects
         parts = []
         for c in select.columns:
-            if c.name == "id":
-                parts.append(f"{quote(c.source)} AS {quote('id')}")
-            elif c.source is None:
+            if c.source is None:
                 parts.append(f"CAST(NULL AS {type_name(c.type)}) AS {quote(c.name)}")
+            elif c.name == "id":
+                parts.append(f"{quote(c.source)} AS {quote('id')}")
             elif c.name in ("received_at", "uuid_ts"):
                 parts.append(f"max({quote(c.source)}) AS {quote(c.name)}")
             else:

@@ -1,9 +1,9 @@
 """The Segment message model: types, validation, enrichment and timestamp correction."""
 
+from eventlake.message_types import MESSAGE_TYPES
 from eventlake.spec.message import (
     ENDPOINT_TYPES,
     MAX_MESSAGE_ID,
-    MESSAGE_TYPES,
     Invalid,
     InvalidCode,
     enrich,

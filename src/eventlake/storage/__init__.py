@@ -9,7 +9,14 @@ from __future__ import annotations
 from eventlake.errors import ConfigError
 from eventlake.storage.base import FileInfo, Storage, StorageError, StoragePermissionsError
 from eventlake.storage.local import LocalStorage
-from eventlake.storage.location import Location, ObjectPath, hadoop_uri, to_location, uri_scheme
+from eventlake.storage.location import (
+    Location,
+    ObjectPath,
+    hadoop_uri,
+    relative_to,
+    to_location,
+    uri_scheme,
+)
 
 storage_scheme = uri_scheme  # ``file`` for a local path, else the URI's scheme
 
@@ -46,6 +53,8 @@ __all__ = [
     "StoragePermissionsError",
     "hadoop_uri",
     "load_storage",
+    "relative_to",
     "storage_scheme",
     "to_location",
+    "uri_scheme",
 ]

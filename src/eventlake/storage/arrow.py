@@ -17,7 +17,7 @@ from eventlake.storage.base import Storage, StorageError
 from eventlake.storage.location import to_location
 
 
-class StorageHandler(pafs.FileSystemHandler):
+class StorageHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow has no type stubs
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
 

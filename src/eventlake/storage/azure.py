@@ -37,6 +37,7 @@ module never logs them and never puts them in an error or a repr. The blob endpo
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 import tempfile
@@ -409,7 +410,8 @@ class AzureStorage(Storage):
         older ADLS Gen2 accounts), then ADLS Gen2's directory blobs, deepest first, then the
         folder's own directory blob if it has one."""
         folder = _object(folder)
-        files, folders = [], []
+        files: builtins.list[str] = []
+        folders: builtins.list[str] = []
         for name, _, is_folder in self._blobs(folder):
             (folders if is_folder else files).append(name)
         for start in range(0, len(files), DELETE_BATCH):
@@ -419,7 +421,7 @@ class AzureStorage(Storage):
         for name in sorted(folders, key=lambda n: n.count("/"), reverse=True):
             self.delete(ObjectPath(folder.scheme, folder.authority, name))
 
-    def _delete_batch(self, folder: ObjectPath, names: list[str]) -> None:
+    def _delete_batch(self, folder: ObjectPath, names: builtins.list[str]) -> None:
         with self._refusals(folder, "Blob Batch (Delete Blob)"):
             try:
                 responses = list(self._container(folder).delete_blobs(*names, raise_on_any_failure=False))

@@ -14,6 +14,7 @@ S3, Azure) implements these methods with the same guarantees:
 from __future__ import annotations
 
 import bisect
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -115,7 +116,7 @@ class Storage(ABC):
         works); None for object stores."""
         return None
 
-    def read_ranges(self, path: Location, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, path: Location, ranges: Sequence[tuple[int, int]]) -> builtins.list[bytes]:
         """The bytes of each ``(offset, length)`` range of the file, in the order asked (a range
         that runs past the end is cut short there); ``FileNotFoundError`` when it does not exist.
         This default reads the whole file; the back ends read only the ranges (object stores in

@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -74,7 +75,9 @@ class Lease:
         self._renewer.start()
         return True
 
-    def acquire(self, wait: bool, on_wait: Callable[[dict], None] | None = None, poll: float = 1.0) -> bool:
+    def acquire(
+        self, wait: bool, on_wait: Callable[[dict[str, Any]], None] | None = None, poll: float = 1.0
+    ) -> bool:
         """Take the lease; ``wait``: poll until it is free (``on_wait(holder)`` once, first)."""
         told = False
         while not self.try_acquire():
@@ -120,7 +123,7 @@ class Lease:
         found = (LEASE_NAME.match(f.path.name) for f in self.storage.list(self.folder, "*.json"))
         return sorted(int(m.group(1)) for m in found if m)
 
-    def _newest(self) -> tuple[int, dict | None]:
+    def _newest(self) -> tuple[int, dict[str, Any] | None]:
         """The highest lease number and its holder's document (None: no lease, or it vanished)."""
         while True:
             numbers = self._numbers()
@@ -136,7 +139,7 @@ class Lease:
                 return numbers[-1], {"expires": 0}
 
     @staticmethod
-    def _expired(holder: dict) -> bool:
+    def _expired(holder: dict[str, Any]) -> bool:
         if float(holder.get("expires", 0)) < time.time():
             return True
         return holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", 0)))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from eventlake.storage.base import FileInfo, Storage, StorageError
+from eventlake.storage.location import Location, ObjectPath
 
 
 def fsync_dir(path: Path) -> None:
@@ -50,31 +51,38 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         handle.write(data)
 
 
+def on_disk(path: Location) -> Path:
+    """A location of the local disk as a ``Path``; a ``StorageError`` for an object store's."""
+    if isinstance(path, ObjectPath):
+        raise StorageError(f"{path} is on an object store, not the local disk")
+    return Path(path)
+
+
 class LocalStorage(Storage):
-    def local_path(self, path: Path) -> Path:
-        return Path(path)
+    def local_path(self, path: Location) -> Path:
+        return on_disk(path)
 
-    def read(self, path: Path) -> bytes:
-        return Path(path).read_bytes()
+    def read(self, path: Location) -> bytes:
+        return on_disk(path).read_bytes()
 
-    def read_ranges(self, path: Path, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, path: Location, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """One ``pread`` per range (the page cache makes small ones cheap)."""
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(on_disk(path), os.O_RDONLY)
         try:
             return [os.pread(fd, length, offset) if length > 0 else b"" for offset, length in ranges]
         finally:
             os.close(fd)
 
-    def write(self, path: Path, data: bytes, *, private: bool = False) -> None:
+    def write(self, path: Location, data: bytes, *, private: bool = False) -> None:
         with self.open_write(path, mode=0o600 if private else 0o644) as handle:
             handle.write(data)
 
-    def write_new(self, path: Path, data: bytes) -> bool:
+    def write_new(self, path: Location, data: bytes) -> bool:
         """The whole file is written and fsynced under a hidden temporary name, then hard-linked
         to ``path``: ``link`` fails when ``path`` exists, so the file appears whole or not at all
         (an ``O_EXCL`` create followed by writes could leave an empty or partial file after a
         crash, blocking every later caller)."""
-        path = Path(path)
+        path = on_disk(path)
         make_dirs(path.parent)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         temp = Path(name)  # hidden and unique, even between threads
@@ -94,8 +102,8 @@ class LocalStorage(Storage):
         return True
 
     @contextmanager
-    def open_write(self, path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
-        path = Path(path)
+    def open_write(self, path: Location, mode: int = 0o644) -> Iterator[BinaryIO]:
+        path = on_disk(path)
         make_dirs(path.parent)
         temp = temp_path(path)
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -110,12 +118,12 @@ class LocalStorage(Storage):
             raise
         fsync_dir(path.parent)
 
-    def exists(self, path: Path) -> bool:
-        return Path(path).exists()
+    def exists(self, path: Location) -> bool:
+        return on_disk(path).exists()
 
-    def list(self, folder: Path, pattern: str = "*") -> list[FileInfo]:
+    def list(self, folder: Location, pattern: str = "*") -> list[FileInfo]:
         found = []
-        for path in Path(folder).glob(pattern):
+        for path in on_disk(folder).glob(pattern):
             if path.name.startswith("."):
                 continue
             try:
@@ -125,19 +133,19 @@ class LocalStorage(Storage):
                 continue
         return sorted(found, key=lambda f: f.path)
 
-    def delete(self, path: Path) -> None:
-        path = Path(path)
+    def delete(self, path: Location) -> None:
+        path = on_disk(path)
         try:
             path.unlink()
         except FileNotFoundError:
             return
         fsync_dir(path.parent)  # a dropped manifest must not come back after a power loss
 
-    def delete_tree(self, folder: Path) -> None:
-        shutil.rmtree(folder, ignore_errors=True)
+    def delete_tree(self, folder: Location) -> None:
+        shutil.rmtree(on_disk(folder), ignore_errors=True)
 
-    def publish(self, staged: Path, final: Path) -> bool:
-        staged, final = Path(staged), Path(final)
+    def publish(self, staged: Location, final: Location) -> bool:
+        staged, final = on_disk(staged), on_disk(final)
         if staged.exists():
             make_dirs(final.parent)
             os.replace(staged, final)
@@ -146,6 +154,6 @@ class LocalStorage(Storage):
             return False
         raise StorageError(f"staged file {staged} vanished before it was published to {final}")
 
-    def commit(self, published: Iterable[Path]) -> None:
-        for folder in sorted({Path(p).parent for p in published}):
+    def commit(self, published: Iterable[Location]) -> None:
+        for folder in sorted({on_disk(p).parent for p in published}):
             fsync_dir(folder)

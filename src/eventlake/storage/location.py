@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 
 # a URI scheme (s3://, abfss://, gs://) at the start of a location
 URI = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://([^/]*)/*(.*)$")
@@ -86,6 +86,23 @@ def to_location(value: str | Path | ObjectPath) -> Location:
     if isinstance(value, (Path, ObjectPath)):
         return value
     return ObjectPath.parse(value) if URI.match(value) else Path(value)
+
+
+def relative_to(path: Location, root: Location) -> PurePath:
+    """``path`` relative to ``root``, both local paths or both object paths; ``ValueError`` when
+    ``path`` is not under ``root`` (``Path.relative_to`` and :meth:`ObjectPath.relative_to` for
+    either kind of location).
+
+    >>> relative_to(ObjectPath.parse("s3://bk/ev/t/day=1"), ObjectPath.parse("s3://bk/ev")).as_posix()
+    't/day=1'
+    >>> relative_to(Path("/lake/t/day=1"), Path("/lake")).as_posix()
+    't/day=1'
+    """
+    if isinstance(path, ObjectPath) and isinstance(root, ObjectPath):
+        return path.relative_to(root)
+    if not isinstance(path, ObjectPath) and not isinstance(root, ObjectPath):
+        return path.relative_to(root)
+    raise ValueError(f"{path} is not under {root}")
 
 
 def hadoop_uri(location: str) -> str:

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from eventlake.config import Settings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.report import SyncResult, TableResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from eventlake.catalog import Catalog
 
 SKIPPED = "Skipped: already running"
 DISABLED = "Skipped: disabled"  # a source with enabled = false: collected and archived, not synced
@@ -22,8 +28,8 @@ def disabled_message(slug: str) -> str:
 
 
 def run_sync(
-    settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True, spark=None, catalog=None,
-    say: Say = say,
+    settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True,
+    spark: SparkSession | None = None, catalog: Catalog | None = None, say: Say = say,
 ) -> list[SyncResult]:  # fmt: skip
     """Sync the given sources (default: all) once; a failed source does not stop the others. A
     disabled source is not synced: its result says :data:`DISABLED`.

@@ -43,7 +43,7 @@ from eventlake.config.settings import sdl_table_prefix
 from eventlake.errors import EventLakeError
 from eventlake.schema import EXISTING_TYPES, is_safe_identifier
 from eventlake.schema.table_names import TRACK, TRACK_TABLE_STYLES, TableNames, folder_segment_type
-from eventlake.storage import FileInfo, Location, Storage
+from eventlake.storage import FileInfo, Location, Storage, relative_to
 from eventlake.sync.dedupe_index import CLOCK_MARGIN
 from eventlake.sync.index_keys import records_of, write_keys
 from eventlake.sync.stage import new_run_id
@@ -189,6 +189,7 @@ def plan_adoption(
                 f"table {database}.{name} exists over {locations[name]}, not over {place}: drop or rename "
                 "it, or pass --track-tables to name SDL's track tables otherwise"
             )
+        columns: Sequence[tuple[str, str]]
         if name in schemas and folder in by_folder:
             columns = schemas[name]
         else:
@@ -222,7 +223,7 @@ def _folders(
     for info in storage.list(data, "**/*"):
         by_folder.setdefault(info.path.parent, {})[info.path.name] = info
     for folder, infos in by_folder.items():
-        parts = folder.relative_to(data).as_posix().split("/")  # type: ignore[union-attr]
+        parts = relative_to(folder, data).as_posix().split("/")
         visible = [
             n for n in layout.partition_files(storage, folder, infos) if not layout.is_eventlake_file_name(n)
         ]

@@ -209,7 +209,8 @@ def records_in(storage: Storage, file: KeyFile, part: int, parts_bits: int) -> n
     bucket = part >> (parts_bits - file.bits)  # a small file: its bucket holds several parts
     first, end = file.entries(storage, np.array([bucket, bucket + 1]))
     records = file.records(storage, [(int(first), int(end))]) if end > first else np.zeros(0, RECORD)
-    return records[buckets(records["hi"], parts_bits) == part]
+    mine: np.ndarray = records[buckets(records["hi"], parts_bits) == part]
+    return mine
 
 
 def _spans(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -228,7 +229,8 @@ def _spans(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _windows(spans: list[tuple[int, int]]) -> Iterable[list[tuple[int, int]]]:
     """The spans in groups of at most :data:`SPAN_BYTES` (a span bigger than that on its own)."""
-    most, window, size = SPAN_BYTES // RECORD.itemsize, [], 0
+    most, size = SPAN_BYTES // RECORD.itemsize, 0
+    window: list[tuple[int, int]] = []
     for first, end in spans:
         if window and size + end - first > most:
             yield window

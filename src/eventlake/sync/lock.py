@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from eventlake import layout
 from eventlake.errors import EventLakeError
@@ -53,5 +54,5 @@ def source_lock(
         lease.release()
 
 
-def _holder(document: dict) -> str:
+def _holder(document: dict[str, Any]) -> str:
     return f"{document.get('host', '?')}, process {document.get('pid', '?')}"

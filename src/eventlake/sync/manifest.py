@@ -8,19 +8,33 @@ publishes it; a run killed at any point after its manifest exists is completed b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import orjson
 
 from eventlake.catalog import TableSpec
 
-# what applying a manifest does to a table in the catalog
-CREATE = "create"  # the run's plan found it missing: create it (IF NOT EXISTS)
-ADD_COLUMNS = "add_columns"  # it exists and gains columns: append what the catalog lacks
-CHECK = "check"  # the run did not look: create it or append what it lacks (reports, quarantine)
-NONE = "none"  # it exists with every column: only register partitions
-RETYPE = "retype"  # `schema set-type` changed column types on purpose: the catalog takes the spec's
-CHANGES = (CREATE, ADD_COLUMNS, CHECK, NONE, RETYPE)
+
+class TableChange(str, Enum):  # enum.StrEnum once Python 3.10 is dropped
+    """What applying a manifest does to a table in the catalog (its value: the manifest's text)."""
+
+    CREATE = "create"  # the run's plan found it missing: create it (IF NOT EXISTS)
+    ADD_COLUMNS = "add_columns"  # it exists and gains columns: append what the catalog lacks
+    CHECK = "check"  # the run did not look: create it or append what it lacks (reports, quarantine)
+    NONE = "none"  # it exists with every column: only register partitions
+    RETYPE = "retype"  # `schema set-type` changed column types on purpose: the catalog takes the spec's
+
+    def __str__(self) -> str:
+        return self.value
+
+
+CREATE = TableChange.CREATE
+ADD_COLUMNS = TableChange.ADD_COLUMNS
+CHECK = TableChange.CHECK
+NONE = TableChange.NONE
+RETYPE = TableChange.RETYPE
+CHANGES = tuple(TableChange)
 
 
 @dataclass(frozen=True)
@@ -29,7 +43,7 @@ class TableEntry:
 
     spec: TableSpec
     partitions: tuple[tuple[str, ...], ...]
-    change: str  # one of CHANGES
+    change: TableChange  # a manifest's text is turned into its member
 
     def to_dict(self) -> dict[str, Any]:
         spec = self.spec
@@ -48,6 +62,7 @@ class TableEntry:
     def __post_init__(self) -> None:
         if self.change not in CHANGES:
             raise ValueError(f"unknown table change {self.change!r}: one of {', '.join(CHANGES)}")
+        object.__setattr__(self, "change", TableChange(self.change))
 
     @classmethod
     def from_dict(cls, entry: dict[str, Any]) -> TableEntry:
@@ -64,7 +79,7 @@ class TableEntry:
         return cls(spec, tuple(tuple(p) for p in entry["partitions"]), change)
 
 
-def _legacy_change(entry: dict[str, Any]) -> str:
+def _legacy_change(entry: dict[str, Any]) -> TableChange:
     """The change of a manifest written before ``change`` existed (``is_new``: None when the run
     did not look; ``new_columns``): a run killed on the old version completes on the new one."""
     if entry.get("is_new") is None or entry.get("new_columns"):

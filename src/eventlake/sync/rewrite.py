@@ -141,7 +141,8 @@ def drop_retired(
     done = 0
     for info in storage.list(layout.retired_dir(lake, source_id), "*.json"):
         document = orjson.loads(storage.read(info.path))
-        if parse_timestamp(document["retired_at"]) + grace > now:
+        retired_at = parse_timestamp(document["retired_at"])
+        if retired_at is None or retired_at + grace > now:  # unreadable: keep the files
             continue
         for path in document["files"]:
             storage.delete(to_location(path))

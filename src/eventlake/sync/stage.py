@@ -9,20 +9,35 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 from eventlake import layout
 from eventlake.schema.table_names import TableNames
 from eventlake.storage import Location, Storage
 
-# kinds of staged file, and where each is published
-TABLE = "table"  # a lake table's Parquet file -> segment-data/data/.../segment_type=/day=/hr=/
-DEDUPE = "dedupe"  # a write task's slice of the dedupe index -> _state/dedupe/<source>/run_id=<run>/
-VALUES = "values"  # values that did not fit their column -> quarantine/<source>/run_id=<run>/
-MESSAGES = "messages"  # rejected messages -> quarantine/<source>/run_id=<run>/
-REPLACE = "replace"  # a new version of a file already in the lake (name: its path in the lake)
-KINDS = (TABLE, DEDUPE, VALUES, MESSAGES, REPLACE)
-REWRITE = "rewrite"  # a compaction's new content of a partition folder (see RunStage.rewrite_folder)
+
+class FileKind(str, Enum):  # enum.StrEnum once Python 3.10 is dropped
+    """What a staged file holds, and so where it is published (its value: its staging folder)."""
+
+    TABLE = "table"  # a lake table's Parquet file -> segment-data/data/.../segment_type=/day=/hr=/
+    DEDUPE = "dedupe"  # a write task's slice of the dedupe index -> _state/dedupe/<source>/run_id=<run>/
+    VALUES = "values"  # values that did not fit their column -> quarantine/<source>/run_id=<run>/
+    MESSAGES = "messages"  # rejected messages -> quarantine/<source>/run_id=<run>/
+    REPLACE = "replace"  # a new version of a file already in the lake (name: its path in the lake)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+TABLE = FileKind.TABLE
+DEDUPE = FileKind.DEDUPE
+VALUES = FileKind.VALUES
+MESSAGES = FileKind.MESSAGES
+REPLACE = FileKind.REPLACE
+KINDS = tuple(FileKind)
+# not a staged file's kind: a compaction's new content of a partition folder (RunStage.rewrite_folder)
+REWRITE = "rewrite"
 
 
 def new_run_id(start: datetime, prefix: str = "") -> str:
@@ -35,7 +50,7 @@ def new_run_id(start: datetime, prefix: str = "") -> str:
 class StagedFile:
     """One file a run staged: what it holds, not where it is (:class:`RunStage` knows that)."""
 
-    kind: str  # one of KINDS
+    kind: FileKind
     name: str  # the file name, unique within the run and kind (REPLACE: the path under the lake root)
     rows: int = 0
     segment_type: str = ""  # TABLE: the table's segment type
@@ -65,7 +80,7 @@ class RunStage:
         return self.root / "scratch" / name
 
     def folder(self, kind: str) -> Location:
-        """Where the staged files of one kind are."""
+        """Where the staged files of one kind (or of :data:`REWRITE`) are."""
         return self.root / kind
 
     def staged(self, file: StagedFile) -> Location:

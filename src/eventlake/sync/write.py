@@ -193,7 +193,8 @@ def write_tables(
         write_segment_types, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
         drop=drop, storage=storage, date_partition=date_partition,
     )  # fmt: skip
-    return spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(write).collect()
+    staged: list[StagedFile] = spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(write).collect()
+    return staged
 
 
 def write_segment_types(
@@ -210,10 +211,10 @@ def write_segment_types(
             index.append(ids)
     if index:
         table = pa.concat_tables(index).combine_chunks()
-        written = StagedFile(DEDUPE, layout.index_file_name(stage.run_id, units[0][0]), table.num_rows)
-        with storage.open_write(stage.staged(written)) as handle:  # a key file (see index_keys)
+        keys = StagedFile(DEDUPE, layout.index_file_name(stage.run_id, units[0][0]), table.num_rows)
+        with storage.open_write(stage.staged(keys)) as handle:  # a key file (see index_keys)
             write_keys(handle, records_of(table.column(0).combine_chunks(), table.column(1).combine_chunks()))
-        files.append(written)
+        files.append(keys)
     return files
 
 

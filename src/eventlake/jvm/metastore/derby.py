@@ -40,7 +40,7 @@ _embedded_locks: dict[Path, LockFile] = {}
 def running_service(state: Path) -> dict[str, Any] | None:
     """The project's metastore service, if one is running and accepts connections."""
     try:
-        info = json.loads(layout.metastore_service_file(state).read_text())
+        info: dict[str, Any] = json.loads(layout.metastore_service_file(state).read_text())
         port, pid = int(info["port"]), int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
