@@ -493,7 +493,7 @@ def report_folder_names(storage: Storage, folder: Location) -> dict[str, FileInf
     and the per-run folders' of a lake written before the merge (one listing)."""
     found = {}
     for info in storage.list(folder, "**/*"):
-        name = info.path.relative_to(folder).as_posix()  # type: ignore[union-attr]
+        name = relative_to(info.path, folder).as_posix()
         if _in_report_folder(name):
             found[name] = info
     return found
@@ -520,8 +520,10 @@ def report_table_files(storage: Storage, location: Location) -> list[Location]:
 def _report_files(storage: Storage, root: Location, pattern: str, depth: int) -> list[Location]:
     folders: dict[Location, dict[str, FileInfo]] = {}
     for info in storage.list(root, pattern):
-        parts = info.path.relative_to(root).as_posix().split("/")  # type: ignore[union-attr]
-        folder, name = root.joinpath(*parts[:depth]), "/".join(parts[depth:])
+        parts = relative_to(info.path, root).as_posix().split("/")
+        folder, name = root, "/".join(parts[depth:])
+        for part in parts[:depth]:
+            folder = folder / part
         if _in_report_folder(name):
             folders.setdefault(folder, {})[name] = info
     found = []

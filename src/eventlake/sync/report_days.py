@@ -145,8 +145,13 @@ def stage_day(
     output = layout.merged_report_name(stage.run_id)
     storage.write(staged / output, b"".join(merged))
     rewrite = finish_rewrite(storage, stage, folder, staged, names, [output], replaced)
-    where = {"database": REPORTS_DATABASE, "table": REPORTS_TABLE, "keys": REPORT_PARTITION_KEYS}
-    return replace(rewrite, **where, values=(source_id, day))
+    return replace(
+        rewrite,
+        database=REPORTS_DATABASE,
+        table=REPORTS_TABLE,
+        keys=REPORT_PARTITION_KEYS,
+        values=(source_id, day),
+    )
 
 
 def _upgrade(
