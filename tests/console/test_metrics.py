@@ -4,10 +4,12 @@ rules query only metrics eventlake exposes."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import re
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from eventlake import layout
 from eventlake.archive import SpoolStats
 from eventlake.collect.metrics import CollectorMetrics
-from eventlake.config import ConsoleSettings, LakeSettings, Secret, Settings, SourceSettings
+from eventlake.config import (
+    ConsoleSettings,
+    LakeSettings,
+    Secret,
+    Settings,
+    SourceSettings,
+    add_source,
+    load_settings,
+    remove_source,
+    write_initial_config,
+)
 from eventlake.console.lake import LakeWatch
 from eventlake.console.metrics import render
 from eventlake.console.server import Console
@@ -177,3 +189,40 @@ def test_the_grafana_dashboard_and_prometheus_rules_query_only_exposed_metrics(t
     exprs = [line.split("expr:", 1)[1] for line in text.splitlines() if "expr:" in line]
     used = {m for e in exprs for m in METRIC.findall(e)}
     assert len(exprs) == 5 and used and not used - names, f"not exposed: {sorted(used - names)}"
+
+
+def test_sources_added_and_removed_while_the_console_runs(tmp_path: Path) -> None:
+    """`eventlake sources add/remove` reach a running console (as they reach the collector and
+    `up`'s engine): the new source appears in /metrics and the overview, the removed one leaves."""
+    config = write_initial_config(tmp_path / "p")
+    add_source(config, "web")
+    settings = load_settings(config, environ={})
+    settings = dataclasses.replace(settings, console=ConsoleSettings(port=free_port()))
+    console = Console(settings, lambda _: None)
+    console.start()
+    try:
+        base = f"http://127.0.0.1:{console.port}"
+
+        def sources_shown() -> set[str]:
+            samples = parsed(httpx.get(f"{base}/metrics", timeout=5).text)
+            return {
+                dict(labels)["source"] for name, labels in samples if name == "eventlake_sync_unsynced_files"
+            }
+
+        _scrape_until_read(f"{base}/metrics", {})
+        assert sources_shown() == {"web"}
+        add_source(config, "ios")
+        _wait_for(lambda: sources_shown() == {"web", "ios"})
+        assert "ios" in httpx.get(f"{base}/", timeout=5).text
+        remove_source(config, "web")
+        _wait_for(lambda: sources_shown() == {"ios"})
+    finally:
+        console.stop()
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 60) -> None:
+    """Poll ``condition`` (a console refresh is every few seconds) until it holds, at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the console did not follow eventlake.toml"
+        time.sleep(0.1)

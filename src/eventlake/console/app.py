@@ -61,10 +61,15 @@ class ConsoleViews:
     """One method per route (Starlette runs these plain functions in its thread pool)."""
 
     def __init__(self, settings: Settings, watch: LakeWatch) -> None:
-        self.settings, self.watch = settings, watch
+        self.watch = watch
         self.css_text = resources.files("eventlake.console").joinpath("static/console.css").read_bytes()
         self._cache: dict[tuple[Any, ...], Any] = {}  # lake queries, until a new run appears
         self._cache_lock = threading.Lock()
+
+    @property
+    def settings(self) -> Settings:
+        """The settings with the sources as ``eventlake.toml`` has them now (see :meth:`LakeWatch.follow`)."""
+        return self.watch.settings
 
     def _page(self, title: str, active: str, body: str) -> HTMLResponse:
         refreshed = self.watch.refreshed

@@ -10,6 +10,7 @@ accepted per minute come from the collector's ``/metrics``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import urllib.request
@@ -289,6 +290,21 @@ class LakeWatch:
     def last_run(self, source_id: str) -> Run | None:
         with self._lock:
             return next((r for r in self._sorted if r.source_id == source_id), None)
+
+    def follow(self, settings: Settings) -> None:
+        """Take the sources of a reloaded ``eventlake.toml`` (``sources add/remove/disable/enable``
+        while the console runs): a new source gets its figures from the next refresh, a removed one
+        leaves the overview (its runs stay in the history)."""
+        with self._lock:
+            self.settings = settings
+            self.slugs |= {s.id: s.slug for s in settings.sources}
+            known = self._health
+            self._health = {
+                s.id: dataclasses.replace(known[s.id], source=s) if s.id in known else SourceHealth(s)
+                for s in settings.sources
+            }
+            self._totals = None
+            self.generation += 1
 
     def health(self) -> list[SourceHealth]:
         with self._lock:

@@ -14,6 +14,7 @@ import time
 import uvicorn
 
 from eventlake.config import Settings, client_host
+from eventlake.config.reload import SourcesWatch
 from eventlake.console.app import create_console
 from eventlake.console.gates import is_loopback
 from eventlake.console.lake import LakeWatch
@@ -48,6 +49,7 @@ class Console:
         check_access(settings)
         self.settings, self.say = settings, say
         self.watch = LakeWatch(settings, collector_url(settings))
+        self.sources = SourcesWatch(settings, say=say)  # sources added or removed while it runs
         config = uvicorn.Config(
             create_console(settings, self.watch), host=settings.console.host, port=settings.console.port,
             log_level="warning", access_log=False, lifespan="off",
@@ -89,6 +91,8 @@ class Console:
     def _refresh(self) -> None:
         while not self._stop.is_set():
             try:
+                if self.sources.check():
+                    self.watch.follow(self.sources.settings)
                 self.watch.refresh()
             except Exception as exc:  # the lake's store may be away for a while: keep serving
                 self.say(f"console: cannot read the lake ({type(exc).__name__}: {exc}); retrying")
