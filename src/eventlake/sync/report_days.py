@@ -42,6 +42,7 @@ on this version (the next round of ``up``, or the same ``eventlake sync``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime, timedelta
@@ -170,6 +171,11 @@ def _upgrade(
         _drop_old_table(catalog)  # (another source's reports, if any, come back with its own first sync)
     for info in legacy:  # the emptied per-run folders (a local disk's): a day folder swaps whole later
         storage.delete_tree(info.path.parent)
+    root = storage.local_path(layout.reports_root(lake))
+    if root is not None:  # those a killed upgrade emptied (an object store keeps no empty folder)
+        for folder in root.glob(f"day=*/source={source_id}/run_id=*"):
+            with contextlib.suppress(OSError):  # not empty: not merged, kept
+                folder.rmdir()
     return merged
 
 
