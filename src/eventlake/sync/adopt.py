@@ -434,14 +434,15 @@ def adopt_source(
     """``eventlake adopt``: plan (``dry_run``) or adopt the SDL data of source ``slug``, holding the
     source's sync lock (no sync runs meanwhile)."""
     from eventlake.catalog import load_catalog
-    from eventlake.sync.lock import source_lock
+    from eventlake.sync.runner import Hold, run_source
 
     source = settings.source(slug)
     storage = settings.lake.storage()
     catalog = catalog or load_catalog(settings, spark)
     if dry_run:
         return plan_adoption(storage, catalog, settings, source, track_tables)
-    with source_lock(
-        storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
-    ):
+
+    def work(hold: Hold) -> Adoption:
         return adopt(storage, catalog, settings, source, track_tables, lambda line: say(f"{slug}: {line}"))
+
+    return run_source(settings, storage, source, work, wait=wait, say=say)

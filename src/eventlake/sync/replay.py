@@ -133,7 +133,7 @@ def run_replay(
     from eventlake.catalog import load_catalog
     from eventlake.jvm.session import owned_session
     from eventlake.sync.job import SourceSync
-    from eventlake.sync.lock import source_lock
+    from eventlake.sync.runner import Hold, run_source
 
     source = settings.source(slug)
     if wanted.first and wanted.last and wanted.first > wanted.last:
@@ -141,10 +141,11 @@ def run_replay(
     storage = settings.lake.storage()
     with owned_session(settings, "eventlake-replay", spark, say) as spark:
         catalog = catalog or load_catalog(settings, spark)
-        with source_lock(
-            storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
-        ) as lease:
-            return SourceSync(spark, catalog, storage, settings, source, say, lease, replay=wanted).run()
+
+        def work(hold: Hold) -> SyncResult:
+            return SourceSync(spark, catalog, storage, settings, source, say, hold, replay=wanted).run()
+
+        return run_source(settings, storage, source, work, catalog=lambda: catalog, wait=wait, say=say)
 
 
 def stale_tables(settings: Settings, source: SourceSettings) -> list[str]:
