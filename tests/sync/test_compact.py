@@ -273,7 +273,7 @@ def test_a_file_with_a_column_the_table_lacks_is_left_alone(fresh: Lake) -> None
 
 CRASH_POINTS = {
     "after staging, before the manifest": ("eventlake.sync.state.SyncState", "write_pending", 1),
-    "after the manifest, before applying it": ("eventlake.sync.compact", "apply", 1),
+    "after the manifest, before applying it": ("eventlake.sync.runner", "apply", 1),
     "after switching, before dropping the replaced files": ("eventlake.sync.rewrite", "drop_replaced", 1),
     "after dropping the first replaced file": ("eventlake.storage.LocalStorage", "delete", 2),
     "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
