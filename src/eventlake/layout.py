@@ -29,19 +29,11 @@ applies it)::
                                          everything else in the folder is not
     .* and _*                            never data (as for Spark, Hive and Athena)
 
-A rewrite of a partition (compaction, replay, user deletion, ``schema set-type``;
-:mod:`eventlake.sync.rewrite`) stages the partition's new content and then, on a local disk, swaps
-the staged folder with the partition folder in one ``renameat2(RENAME_EXCHANGE)``: any reader that
-lists the folder (Spark through the metastore, Hive, DuckDB) sees the old files or the new ones, and
-the catalog's location does not change. On an object store (or a disk that cannot exchange folders)
-it publishes the new content into a new version folder ``_v-<number>-<rewrite>/`` inside the
-partition folder, with the files the partition keeps copied there, then the marker (eventlake's
-readers switch here), then moves the partition's location in the catalog to the version folder in
-one call (Glue UpdatePartition, Hive ``ALTER TABLE ... PARTITION ... SET LOCATION``: readers through
-the catalog switch here). The old files stay for ``sync.rewrite_grace_minutes`` (recorded in
-``_state/retired/<source-id>/``), for queries still reading them. A version folder's name starts
-with ``_`` and holds no ``=``: Spark, Hive and Athena skip it when they list the partition folder,
-and partition discovery (``MSCK REPAIR``, a crawler) never takes it for a partition value.
+How a rewrite of a partition moves readers from one set of files to the other is in
+:mod:`eventlake.sync.rewrite`; reading these names through storage is :mod:`eventlake.partitions`.
+A version folder's name starts with ``_`` and holds no ``=``: Spark, Hive and Athena skip it when
+they list the partition folder, and partition discovery (``MSCK REPAIR``, a crawler) never takes it
+for a partition value. Nothing here reads or writes storage.
 """
 
 from __future__ import annotations
@@ -51,9 +43,6 @@ from collections.abc import Callable, Collection, Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import orjson
-
-from eventlake.storage.base import FileInfo, Storage
 from eventlake.storage.location import Location
 
 ARCHIVE = "segment-logs"
@@ -216,17 +205,6 @@ def is_data_file_name(file_name: str) -> bool:
     return file_name.endswith(_DATA_SUFFIX) and not file_name.startswith((".", "_"))
 
 
-def marker_document(run_id: str, files: Iterable[str], replaced: Iterable[str]) -> bytes:
-    """A compaction marker's content: its outputs and the names they replace, in one folder."""
-    document = {"run_id": run_id, "files": sorted(files), "replaced": sorted(replaced)}
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2)
-
-
-def marker_replaced(data: bytes) -> list[str]:
-    """The names a marker's compaction replaced."""
-    return list(orjson.loads(data)["replaced"])
-
-
 def visible_data_files(names: Collection[str], replaced_by: Callable[[str], Iterable[str]]) -> list[str]:
     """The data files among the file names of one partition folder, sorted: Parquet files that are
     not hidden, less a compaction's outputs whose marker is not in the folder (not committed), less
@@ -247,12 +225,6 @@ def visible_data_files(names: Collection[str], replaced_by: Callable[[str], Iter
         hidden = {replaced for marker in markers.values() for replaced in replaced_by(marker)}
         visible = [n for n in visible if n not in hidden]
     return visible
-
-
-def partition_files(storage: Storage, folder: Location, names: Collection[str]) -> list[str]:
-    """:func:`partition_data` of one partition folder whose files are ``names`` (relative to it, as
-    :func:`partition_listing` gives them), reading its markers through ``storage``."""
-    return partition_data(names, lambda marker: marker_replaced(storage.read(folder / marker)))
 
 
 def partition_data(names: Collection[str], replaced_by: Callable[[str], Iterable[str]]) -> list[str]:
@@ -307,47 +279,6 @@ def next_version_number(names: Collection[str]) -> int:
     """The number of a partition's next version folder: one more than any there (committed or not)."""
     numbers = [version_number(n.partition("/")[0]) for n in names if "/" in n]
     return max((n for n in numbers if n is not None), default=0) + 1
-
-
-def partition_listing(
-    storage: Storage, location: Location, depth: int
-) -> dict[Location, dict[str, FileInfo]]:
-    """Every file (data, markers, anything else not hidden) of each partition folder of a table
-    with ``depth`` partition keys, by folder and name relative to the folder (a version folder's
-    files as ``_v-.../name``): one listing of the table."""
-    folders: dict[Location, dict[str, FileInfo]] = {}
-    for info in storage.list(location, "*/" * depth + "**/*"):
-        parts = info.path.relative_to(location).as_posix().split("/")  # type: ignore[union-attr]
-        if len(parts) == depth + 1:
-            folders.setdefault(info.path.parent, {})[parts[-1]] = info
-        elif len(parts) == depth + 2 and version_number(parts[depth]) is not None:
-            folders.setdefault(info.path.parent.parent, {})[f"{parts[depth]}/{parts[-1]}"] = info
-    return folders
-
-
-def folder_names(storage: Storage, folder: Location) -> dict[str, FileInfo]:
-    """The files of one partition folder, by name relative to it (as :func:`partition_listing`)."""
-    found = {}
-    for info in storage.list(folder, "**/*"):
-        parts = info.path.relative_to(folder).as_posix().split("/")  # type: ignore[union-attr]
-        if len(parts) == 1 or (len(parts) == 2 and version_number(parts[0]) is not None):
-            found["/".join(parts)] = info
-    return found
-
-
-def current_folder(storage: Storage, folder: Location) -> Location:
-    """Where a partition's data is now: its current version folder, or the folder itself."""
-    version = current_version(folder_names(storage, folder))
-    return folder / version if version is not None else folder
-
-
-def table_data_files(storage: Storage, location: Location, depth: int) -> list[FileInfo]:
-    """Every data file of a table (``depth`` partition keys), by the rule of
-    :func:`partition_data`, in path order: what a reader of the table reads."""
-    found = []
-    for folder, infos in partition_listing(storage, location, depth).items():
-        found += [infos[name] for name in partition_files(storage, folder, infos)]
-    return sorted(found, key=lambda f: f.path)
 
 
 def retired_dir(lake: Location, source_id: str) -> Location:

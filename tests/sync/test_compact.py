@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.cli.compact import duration_hours
 from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.errors import UsageError
@@ -89,7 +89,7 @@ def by_rule(lake: Lake) -> dict[str, list[str]]:
     """What eventlake's readers read: the data files by the lake's rule."""
     storage = LocalStorage()
     return {
-        t: message_ids(f.path for f in layout.table_data_files(storage, table_dir(lake, t), 2))
+        t: message_ids(f.path for f in partitions.table_data_files(storage, table_dir(lake, t), 2))
         for t in TABLES
     }
 

@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from eventlake import layout
+from eventlake import partitions
 from eventlake.catalog.base import TableSpec
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.catalog.views import database_views
@@ -148,7 +148,7 @@ def table_scan(con: duckdb.DuckDBPyConnection, storage: Storage, spec: TableSpec
     files they replace); None when it has none. On disk DuckDB reads the listed files itself; on an
     object store they are an Arrow dataset read through ``storage``."""
     location = to_location(spec.location)
-    files = [str(f.path) for f in layout.table_data_files(storage, location, len(spec.partition_keys))]
+    files = [str(f.path) for f in partitions.table_data_files(storage, location, len(spec.partition_keys))]
     if not files:
         return None
     if storage.local_path(location) is not None:

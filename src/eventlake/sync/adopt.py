@@ -40,6 +40,7 @@ from eventlake.catalog.schema_file import read_schema_files, write_schema_file
 from eventlake.catalog.views import database_views
 from eventlake.config import DATE_PARTITIONS, Settings, SourceSettings
 from eventlake.errors import EventLakeError
+from eventlake.partitions import partition_files
 from eventlake.schema import EXISTING_TYPES, is_safe_identifier
 from eventlake.schema.table_names import TRACK, TRACK_TABLE_STYLES, TableNames, folder_segment_type
 from eventlake.storage import FileInfo, Location, Storage
@@ -232,9 +233,7 @@ def _folders(
         by_folder.setdefault(info.path.parent, {})[info.path.name] = info
     for folder, infos in by_folder.items():
         parts = folder.relative_to(data).as_posix().split("/")  # type: ignore[union-attr]
-        visible = [
-            n for n in layout.partition_files(storage, folder, infos) if not layout.is_eventlake_file_name(n)
-        ]
+        visible = [n for n in partition_files(storage, folder, infos) if not layout.is_eventlake_file_name(n)]
         if not visible or not parts[0].startswith(f"{FOLDER_KEY}="):
             continue
         name = parts[0].split("=", 1)[1]
@@ -394,7 +393,7 @@ def _seed(
     data files: a message SDL synced is then dropped when a client sends it again."""
     infos = {i.path.name: i for i in storage.list(folder, "*")}
     ids, received = [], []
-    for name in layout.partition_files(storage, folder, infos):
+    for name in partition_files(storage, folder, infos):
         if layout.is_eventlake_file_name(name):  # a later sync's: its ids are in the index already
             continue
         table = pq.read_table(

@@ -15,7 +15,7 @@ each batch of partitions is staged (per partition, a folder with its new files a
 marker), a :class:`~eventlake.sync.manifest.Manifest` listing them as
 :class:`~eventlake.sync.manifest.PartitionRewrite` s is written, and
 :func:`eventlake.sync.commit.apply` switches each partition to its new files (see
-:mod:`eventlake.layout` for what readers see). Killed before the manifest, the next run of
+:mod:`eventlake.sync.rewrite` for what readers see). Killed before the manifest, the next run of
 ``compact``, ``sync`` or ``schema set-type`` drops the staging (rolled back); after, it completes it.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
@@ -181,13 +181,13 @@ class SourceCompaction:
         """Compact the table's partitions that ended before ``cutoff``, a batch per manifest."""
         location = to_location(spec.location)
         candidates = []
-        listing = layout.partition_listing(self.storage, location, len(spec.partition_keys))
+        listing = partitions.partition_listing(self.storage, location, len(spec.partition_keys))
         for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
             values = layout.partition_values(location, folder, spec.partition_keys)
             period = layout.partition_period(spec.partition_keys, values) if values is not None else None
             if period is None or period[1] > cutoff:
                 continue
-            visible = [infos[n] for n in layout.partition_files(self.storage, folder, infos)]
+            visible = [infos[n] for n in partitions.partition_files(self.storage, folder, infos)]
             bins = plan_bins(visible, self.target)
             if bins:
                 candidates.append((folder, infos, bins))
@@ -282,7 +282,7 @@ def stage_rewrite(
         raise
     relative = {info.path: name for name, info in names.items()}
     return finish_rewrite(
-        storage, stage, folder, staged, names, outputs, [relative[f.path] for g in bins for f in g],
+        storage, stage, folder, names, outputs, [relative[f.path] for g in bins for f in g],
         table=spec,
     )  # fmt: skip
 

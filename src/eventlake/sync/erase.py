@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.archive import SuppressionList, list_archive_files, read_archive_lines
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
@@ -48,7 +48,7 @@ from eventlake.progress import Say, say
 from eventlake.storage import Storage, to_location
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.manifest import Manifest
-from eventlake.sync.rewrite import finish_rewrite
+from eventlake.sync.rewrite import finish_rewrite, stage_output
 from eventlake.sync.runner import Hold, Status, error_text, publish, run_source
 from eventlake.sync.stage import RunStage, new_run_id
 from eventlake.sync.state import SyncState
@@ -250,11 +250,11 @@ class SourceErasure:
 
     def table(self, spec: TableSpec, identity: Identity, result: ErasureResult) -> None:
         location = to_location(spec.location)
-        listing = layout.partition_listing(self.storage, location, len(spec.partition_keys))
+        listing = partitions.partition_listing(self.storage, location, len(spec.partition_keys))
         quarantine = spec.location == str(layout.quarantine_dir(self.lake, self.source.id))
         pending = []
         for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
-            for name in layout.partition_files(self.storage, folder, infos):
+            for name in partitions.partition_files(self.storage, folder, infos):
                 data = pa.BufferReader(self.storage.read(infos[name].path))
                 names = pq.read_schema(data).names
                 ids = pq.read_table(data, columns=[c for c in (*ID_COLUMNS, *OTHER_ID_COLUMNS) if c in names])
@@ -277,7 +277,6 @@ class SourceErasure:
             by_folder.setdefault(folder, (infos, []))[1].append((name, kept, before))
         rewrites = []
         for folder, (infos, changed) in by_folder.items():
-            staged = stage.rewrite_folder(folder)
             outputs = []
             for index, (_, kept, before) in enumerate(changed):
                 deleted = before - kept.num_rows
@@ -288,13 +287,9 @@ class SourceErasure:
                     result.rows_deleted += deleted
                 if kept.num_rows:
                     output = layout.part_file_name(stage.run_id, index)
-                    with self.storage.open_write(staged / output) as handle:
-                        pq.write_table(kept, handle, compression="snappy")
-                    outputs.append(output)
+                    outputs.append(stage_output(self.storage, stage, folder, output, kept))
             replaced = [name for name, _, _ in changed]
-            rewrites.append(
-                finish_rewrite(self.storage, stage, folder, staged, infos, outputs, replaced, table=spec)
-            )
+            rewrites.append(finish_rewrite(self.storage, stage, folder, infos, outputs, replaced, table=spec))
         manifest = Manifest(
             run_id=stage.run_id, source_id=self.source.id, files=(), moves=(), tables=(), report_path="",
             report=(), stage=str(stage.root), rewrites=tuple(rewrites),

@@ -17,7 +17,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.archive import ArchiveFile, SuppressionList
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
@@ -258,7 +258,7 @@ class SourceSync:
             if file.kind == TABLE and self.storage.local_path(stage.lake) is None:
                 path = to_location(final)
                 if path.parent not in current:
-                    current[path.parent] = layout.current_folder(self.storage, path.parent)
+                    current[path.parent] = partitions.current_folder(self.storage, path.parent)
                 final = str(current[path.parent] / path.name)
             moves.append((source, final))
         return moves

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.archive import ArchiveFile, list_archive_files
 from eventlake.archive.days import list_archive_days
 from eventlake.catalog import TableSpec
@@ -48,7 +48,7 @@ from eventlake.sync.ledger import Ledger
 from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table
 from eventlake.sync.report import SyncResult
-from eventlake.sync.rewrite import finish_rewrite
+from eventlake.sync.rewrite import finish_rewrite, stage_output
 from eventlake.sync.stage import TABLE, RunStage, StagedFile, new_run_id
 
 DAY_MS = layout.DAY_MS
@@ -192,7 +192,7 @@ def replace_partitions(
     keys = layout.partition_columns(source.date_partition)
     data = layout.source_data_dir(lake, source.dir_name)
     listings: dict[Location, dict] = {}
-    for folder, infos in layout.partition_listing(storage, data, 1 + len(keys)).items():
+    for folder, infos in partitions.partition_listing(storage, data, 1 + len(keys)).items():
         table = folder
         for _ in keys:
             table = table.parent
@@ -212,7 +212,7 @@ def replace_partitions(
         spec = TableSpec(database, table_name(segment_type, source.table_prefix), (), keys, str(table))
         rewrites.append(
             finish_rewrite(
-                storage, stage, folder, stage.rewrite_folder(folder), names, outputs.get(folder, []),
+                storage, stage, folder, names, outputs.get(folder, []),
                 list(names), rewrite_id, spec if database else None,
             )
         )  # fmt: skip
@@ -238,10 +238,10 @@ def _quarantine_rewrites(
     location = layout.quarantine_dir(lake, source.id)
     rewrites = []
     for folder, infos in sorted(
-        layout.partition_listing(storage, location, 1).items(), key=lambda i: str(i[0])
+        partitions.partition_listing(storage, location, 1).items(), key=lambda i: str(i[0])
     ):
         outputs, replaced = [], []
-        for name in layout.partition_files(storage, folder, infos):
+        for name in partitions.partition_files(storage, folder, infos):
             table = pq.read_table(pa.BufferReader(storage.read(infos[name].path)))
             received = table["received_at"]
             floor, ceiling = pa.scalar(start, received.type), pa.scalar(end, received.type)
@@ -257,13 +257,10 @@ def _quarantine_rewrites(
             kept = table.filter(pc.invert(inside))
             if kept.num_rows:
                 output = layout.part_file_name(rewrite_id, len(outputs), prefix="")
-                with storage.open_write(stage.rewrite_folder(folder) / output) as handle:
-                    pq.write_table(kept, handle, compression="snappy")
-                outputs.append(output)
+                outputs.append(stage_output(storage, stage, folder, output, kept))
         if replaced:
-            staged = stage.rewrite_folder(folder)
             rewrites.append(
-                finish_rewrite(storage, stage, folder, staged, infos, outputs, replaced, rewrite_id, spec)
+                finish_rewrite(storage, stage, folder, infos, outputs, replaced, rewrite_id, spec)
             )
     return rewrites
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.archive import list_archive_files
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
@@ -188,7 +188,7 @@ class SourceRetention:
         location = to_location(spec.location)
         keys = spec.partition_keys
         folders = {}
-        for folder, infos in layout.partition_listing(self.storage, location, len(keys)).items():
+        for folder, infos in partitions.partition_listing(self.storage, location, len(keys)).items():
             values = layout.partition_values(location, folder, keys)
             if values is not None and _ended_before(keys, values, cutoff):
                 folders[values] = (folder, list(infos.values()))

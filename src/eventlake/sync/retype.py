@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.catalog import Catalog, TableSpec, load_catalog
 from eventlake.catalog.schema_file import read_schema_file
 from eventlake.config import Settings, SourceSettings
@@ -37,7 +37,7 @@ from eventlake.schema.arrow import ARROW_TYPES
 from eventlake.storage import Storage, to_location
 from eventlake.sync.manifest import CHECK, RETYPE, Manifest, PartitionRewrite, TableEntry
 from eventlake.sync.quarantine import quarantine_table, rows_table, value_row
-from eventlake.sync.rewrite import finish_rewrite
+from eventlake.sync.rewrite import finish_rewrite, stage_output
 from eventlake.sync.runner import Hold, publish, run_source
 from eventlake.sync.stage import REPLACE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
@@ -127,7 +127,7 @@ def _stage_rewrites(
     """Stage a new version of every data file of the table whose ``column`` is not yet of type
     ``kind``, and the values that do not fit it (one quarantine file): on a local disk each file
     replaces the old one in place; elsewhere each partition holding such a file is rewritten whole
-    (a new version folder, see :mod:`eventlake.layout`). Returns the staged files, the rewrites,
+    (a new version folder, see :mod:`eventlake.sync.rewrite`). Returns the staged files, the rewrites,
     the files rewritten and the values quarantined."""
     target = ARROW_TYPES[kind]
     location = to_location(spec.location)
@@ -137,11 +137,11 @@ def _stage_rewrites(
     rewrites: list[PartitionRewrite] = []
     rejected: list[tuple[Any, ...]] = []
     count = 0
-    listing = layout.partition_listing(storage, location, len(spec.partition_keys))
+    listing = partitions.partition_listing(storage, location, len(spec.partition_keys))
     for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
         outputs: list[str] = []
         replaced: list[str] = []
-        for name in layout.partition_files(storage, folder, infos):
+        for name in partitions.partition_files(storage, folder, infos):
             info = infos[name]
             data = pq.read_table(pa.BufferReader(storage.read(info.path)))
             index = data.schema.get_field_index(column)
@@ -170,14 +170,12 @@ def _stage_rewrites(
                 stage.write_parquet(storage, rewritten, data)
                 staged.append(rewritten)
                 continue
-            with storage.open_write(stage.rewrite_folder(folder) / info.path.name) as handle:
-                pq.write_table(data, handle, compression="snappy")
-            outputs.append(info.path.name)
+            outputs.append(stage_output(storage, stage, folder, info.path.name, data))
             replaced.append(name)
         if replaced:
             rewrites.append(
                 finish_rewrite(
-                    storage, stage, folder, stage.rewrite_folder(folder), infos, outputs, replaced,
+                    storage, stage, folder, infos, outputs, replaced,
                     rewrite_id, spec,
                 )
             )  # fmt: skip
