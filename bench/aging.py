@@ -229,9 +229,9 @@ class History:
         return found
 
     def _sample_report(self) -> bytes:
-        from eventlake import layout
+        from eventlake import partitions
 
-        for path in layout.every_report_file(self.ctx.storage, self.lake):
+        for path in partitions.every_report_file(self.ctx.storage, self.lake):
             return self.ctx.storage.read(path)
         return b"{}\n"
 
@@ -256,7 +256,7 @@ class History:
         )
 
     def lay_closed(self, day: int) -> None:
-        from eventlake import layout
+        from eventlake import layout, partitions
 
         every = max(1, round(1 / self.density))
         names = self.file_names(day, FILES_PER_DAY, every)
@@ -274,7 +274,7 @@ class History:
                 folder = folder / f"day={_day(day)}" / f"hr={hour:02d}"
                 name = layout.part_file_name(cid, 0)
                 items.append((folder / name, data))
-                marker = layout.marker_document(cid, [name], [layout.part_file_name(run_id_at(day), 0)])
+                marker = partitions.marker_document(cid, [name], [layout.part_file_name(run_id_at(day), 0)])
                 items.append((folder / layout.compaction_marker_name(cid), marker))
         self.ctx.layer.put(items)
         self.closed.append(day)

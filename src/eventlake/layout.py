@@ -29,19 +29,11 @@ applies it)::
                                          everything else in the folder is not
     .* and _*                            never data (as for Spark, Hive and Athena)
 
-A rewrite of a partition (compaction, replay, user deletion, ``schema set-type``;
-:mod:`eventlake.sync.rewrite`) stages the partition's new content and then, on a local disk, swaps
-the staged folder with the partition folder in one ``renameat2(RENAME_EXCHANGE)``: any reader that
-lists the folder (Spark through the metastore, Hive, DuckDB) sees the old files or the new ones, and
-the catalog's location does not change. On an object store (or a disk that cannot exchange folders)
-it publishes the new content into a new version folder ``_v-<number>-<rewrite>/`` inside the
-partition folder, with the files the partition keeps copied there, then the marker (eventlake's
-readers switch here), then moves the partition's location in the catalog to the version folder in
-one call (Glue UpdatePartition, Hive ``ALTER TABLE ... PARTITION ... SET LOCATION``: readers through
-the catalog switch here). The old files stay for ``sync.rewrite_grace_minutes`` (recorded in
-``_state/retired/<source-id>/``), for queries still reading them. A version folder's name starts
-with ``_`` and holds no ``=``: Spark, Hive and Athena skip it when they list the partition folder,
-and partition discovery (``MSCK REPAIR``, a crawler) never takes it for a partition value.
+How a rewrite of a partition moves readers from one set of files to the other is in
+:mod:`eventlake.sync.rewrite`; reading these names through storage is :mod:`eventlake.partitions`.
+A version folder's name starts with ``_`` and holds no ``=``: Spark, Hive and Athena skip it when
+they list the partition folder, and partition discovery (``MSCK REPAIR``, a crawler) never takes it
+for a partition value. Nothing here reads or writes storage.
 """
 
 from __future__ import annotations
@@ -51,9 +43,6 @@ from collections.abc import Callable, Collection, Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import orjson
-
-from eventlake.storage.base import FileInfo, Storage
 from eventlake.storage.location import Location, relative_to
 
 ARCHIVE = "segment-logs"
@@ -216,17 +205,6 @@ def is_data_file_name(file_name: str) -> bool:
     return file_name.endswith(_DATA_SUFFIX) and not file_name.startswith((".", "_"))
 
 
-def marker_document(run_id: str, files: Iterable[str], replaced: Iterable[str]) -> bytes:
-    """A compaction marker's content: its outputs and the names they replace, in one folder."""
-    document = {"run_id": run_id, "files": sorted(files), "replaced": sorted(replaced)}
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2)
-
-
-def marker_replaced(data: bytes) -> list[str]:
-    """The names a marker's compaction replaced."""
-    return list(orjson.loads(data)["replaced"])
-
-
 def visible_data_files(names: Collection[str], replaced_by: Callable[[str], Iterable[str]]) -> list[str]:
     """The data files among the file names of one partition folder, sorted: Parquet files that are
     not hidden, less a compaction's outputs whose marker is not in the folder (not committed), less
@@ -247,12 +225,6 @@ def visible_data_files(names: Collection[str], replaced_by: Callable[[str], Iter
         hidden = {replaced for marker in markers.values() for replaced in replaced_by(marker)}
         visible = [n for n in visible if n not in hidden]
     return visible
-
-
-def partition_files(storage: Storage, folder: Location, names: Collection[str]) -> list[str]:
-    """:func:`partition_data` of one partition folder whose files are ``names`` (relative to it, as
-    :func:`partition_listing` gives them), reading its markers through ``storage``."""
-    return partition_data(names, lambda marker: marker_replaced(storage.read(folder / marker)))
 
 
 def partition_data(names: Collection[str], replaced_by: Callable[[str], Iterable[str]]) -> list[str]:
@@ -307,47 +279,6 @@ def next_version_number(names: Collection[str]) -> int:
     """The number of a partition's next version folder: one more than any there (committed or not)."""
     numbers = [version_number(n.partition("/")[0]) for n in names if "/" in n]
     return max((n for n in numbers if n is not None), default=0) + 1
-
-
-def partition_listing(
-    storage: Storage, location: Location, depth: int
-) -> dict[Location, dict[str, FileInfo]]:
-    """Every file (data, markers, anything else not hidden) of each partition folder of a table
-    with ``depth`` partition keys, by folder and name relative to the folder (a version folder's
-    files as ``_v-.../name``): one listing of the table."""
-    folders: dict[Location, dict[str, FileInfo]] = {}
-    for info in storage.list(location, "*/" * depth + "**/*"):
-        parts = relative_to(info.path, location).as_posix().split("/")
-        if len(parts) == depth + 1:
-            folders.setdefault(info.path.parent, {})[parts[-1]] = info
-        elif len(parts) == depth + 2 and version_number(parts[depth]) is not None:
-            folders.setdefault(info.path.parent.parent, {})[f"{parts[depth]}/{parts[-1]}"] = info
-    return folders
-
-
-def folder_names(storage: Storage, folder: Location) -> dict[str, FileInfo]:
-    """The files of one partition folder, by name relative to it (as :func:`partition_listing`)."""
-    found = {}
-    for info in storage.list(folder, "**/*"):
-        parts = relative_to(info.path, folder).as_posix().split("/")
-        if len(parts) == 1 or (len(parts) == 2 and version_number(parts[0]) is not None):
-            found["/".join(parts)] = info
-    return found
-
-
-def current_folder(storage: Storage, folder: Location) -> Location:
-    """Where a partition's data is now: its current version folder, or the folder itself."""
-    version = current_version(folder_names(storage, folder))
-    return folder / version if version is not None else folder
-
-
-def table_data_files(storage: Storage, location: Location, depth: int) -> list[FileInfo]:
-    """Every data file of a table (``depth`` partition keys), by the rule of
-    :func:`partition_data`, in path order: what a reader of the table reads."""
-    found = []
-    for folder, infos in partition_listing(storage, location, depth).items():
-        found += [infos[name] for name in partition_files(storage, folder, infos)]
-    return sorted(found, key=lambda f: f.path)
 
 
 def retired_dir(lake: Location, source_id: str) -> Location:
@@ -447,9 +378,9 @@ def _merged_report_run(name: str) -> str | None:
 
 def report_folder_files(names: Collection[str], replaced_by: Callable[[str], Iterable[str]]) -> list[str]:
     """The report files of one source's day folder whose files are ``names`` (relative to it, as
-    :func:`report_folder_names` gives them), sorted: every report file of its current version folder
-    (:func:`current_version`), else its per-run files and the merged files whose marker is there,
-    less what a marker there replaced. Each report is in exactly one of them.
+    :func:`eventlake.partitions.report_folder_names` gives them), sorted: every report file of its
+    current version folder (:func:`current_version`), else its per-run files and the merged files
+    whose marker is there, less what a marker there replaced. Each report is in exactly one of them.
 
     >>> names = ["report-r1.json", "report-r2.json", "reports-compact-c1.json"]
     >>> report_folder_files(names, lambda m: [])  # c1's marker is not there: not merged yet
@@ -480,57 +411,12 @@ def _is_report_name(name: str) -> bool:
     return is_run_report_name(name) or _merged_report_run(name) is not None
 
 
-def _in_report_folder(name: str) -> bool:
+def in_report_folder(name: str) -> bool:
     """A name (relative to a source's day folder) that :func:`report_folder_files` looks at."""
     parts = name.split("/")
     if len(parts) != 2:
         return len(parts) == 1
     return version_number(parts[0]) is not None or _LEGACY_REPORT.fullmatch(name) is not None
-
-
-def report_folder_names(storage: Storage, folder: Location) -> dict[str, FileInfo]:
-    """The files of one source's day folder by name relative to it: its own, its version folders'
-    and the per-run folders' of a lake written before the merge (one listing)."""
-    found = {}
-    for info in storage.list(folder, "**/*"):
-        name = relative_to(info.path, folder).as_posix()
-        if _in_report_folder(name):
-            found[name] = info
-    return found
-
-
-def report_day_files(
-    storage: Storage, lake: Location, day: str, source_id: str | None = None
-) -> list[Location]:
-    """The report files of one UTC day (of one source, or every source's), by
-    :func:`report_folder_files`, sorted: one listing of the day's folder."""
-    return _report_files(storage, report_day_dir(lake, day), f"source={source_id or '*'}/**/*", 1)
-
-
-def every_report_file(storage: Storage, lake: Location) -> list[Location]:
-    """Every report file of the lake (every day, every source), sorted: one listing of all."""
-    return report_table_files(storage, reports_root(lake))
-
-
-def report_table_files(storage: Storage, location: Location) -> list[Location]:
-    """:func:`every_report_file` under the reports table's ``location``."""
-    return _report_files(storage, location, "day=*/source=*/**/*", 2)
-
-
-def _report_files(storage: Storage, root: Location, pattern: str, depth: int) -> list[Location]:
-    folders: dict[Location, dict[str, FileInfo]] = {}
-    for info in storage.list(root, pattern):
-        parts = relative_to(info.path, root).as_posix().split("/")
-        folder, name = root, "/".join(parts[depth:])
-        for part in parts[:depth]:
-            folder = folder / part
-        if _in_report_folder(name):
-            folders.setdefault(folder, {})[name] = info
-    found = []
-    for folder, names in folders.items():
-        replaced = lambda marker, folder=folder: marker_replaced(storage.read(folder / marker))  # noqa: E731
-        found += [names[n].path for n in report_folder_files(names, replaced)]
-    return sorted(found)
 
 
 def reports_root(lake: Location) -> Location:

@@ -17,7 +17,7 @@ import pytest
 
 from eventlake import layout
 from eventlake.query import run_query
-from eventlake.sync import commit, run_sync
+from eventlake.sync import commit, rewrite, run_sync
 from eventlake.sync.compact import compact_sources
 from eventlake.sync.erase import delete_user
 from eventlake.sync.replay import ReplayRange, run_replay
@@ -128,8 +128,8 @@ def test_a_reader_through_glue_sees_each_partition_before_or_after_every_rewrite
 
         return call
 
-    for name in ("apply_rewrite", "switch_location", "retire"):
-        monkeypatch.setattr(commit, name, reading_around(getattr(commit, name)))
+    for module, name in ((rewrite, "apply_rewrite"), (rewrite, "switch_location"), (commit, "retire")):
+        monkeypatch.setattr(module, name, reading_around(getattr(module, name)))
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
     try:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.cli.compact import duration_hours
 from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.errors import UsageError
@@ -89,7 +89,7 @@ def by_rule(lake: Lake) -> dict[str, list[str]]:
     """What eventlake's readers read: the data files by the lake's rule."""
     storage = LocalStorage()
     return {
-        t: message_ids(f.path for f in layout.table_data_files(storage, table_dir(lake, t), 2))
+        t: message_ids(f.path for f in partitions.table_data_files(storage, table_dir(lake, t), 2))
         for t in TABLES
     }
 
@@ -273,7 +273,7 @@ def test_a_file_with_a_column_the_table_lacks_is_left_alone(fresh: Lake) -> None
 
 CRASH_POINTS = {
     "after staging, before the manifest": ("eventlake.sync.state.SyncState", "write_pending", 1),
-    "after the manifest, before applying it": ("eventlake.sync.compact", "apply", 1),
+    "after the manifest, before applying it": ("eventlake.sync.runner", "apply", 1),
     "after switching, before dropping the replaced files": ("eventlake.sync.rewrite", "drop_replaced", 1),
     "after dropping the first replaced file": ("eventlake.storage.LocalStorage", "delete", 2),
     "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),

@@ -131,8 +131,8 @@ def test_every_file_loses_the_users_and_linked_ids_and_the_rest_stays(synced: La
 
 
 KILL_POINTS = {
-    "with the first partitions staged": ("eventlake.sync.erase", "apply", 1),
-    "between two tables": ("eventlake.sync.erase", "apply", 2),
+    "with the first partitions staged": ("eventlake.sync.runner", "apply", 1),
+    "between two tables": ("eventlake.sync.runner", "apply", 2),
     "with the tables done, before the archive": ("eventlake.sync.erase.SourceErasure", "archive", 1),
     "before the audit record": ("eventlake.layout", "deletion_audit_file", 1),
 }

@@ -110,8 +110,8 @@ def test_unsynced_files_are_left_for_the_next_sync(synced: Lake, spark) -> None:
 
 
 CRASH_POINTS = {
-    "with the manifest written": ("eventlake.sync.job", "apply", 1),
-    "between two partitions": ("eventlake.sync.commit", "apply_rewrite", 2),
+    "with the manifest written": ("eventlake.sync.runner", "apply", 1),
+    "between two partitions": ("eventlake.sync.rewrite", "apply_rewrite", 2),
     "before registering partitions": ("eventlake.catalog.hive.HiveCatalog", "add_partitions", 1),
 }
 

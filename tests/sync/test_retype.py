@@ -69,7 +69,7 @@ def test_bad_requests_name_the_choices(lake, spark):
 
 
 RETYPE_CRASH_POINTS = {
-    "after staging, before publishing": ("eventlake.sync.retype", "apply", 1),
+    "after staging, before publishing": ("eventlake.sync.runner", "apply", 1),
     "after publishing the first file": ("eventlake.storage.LocalStorage", "publish", 2),
     "before changing the catalog": ("eventlake.catalog.hive.HiveCatalog", "set_column_type", 1),
     "before writing the schema file": ("eventlake.sync.commit", "write_schema_file", 1),

@@ -273,7 +273,7 @@ def kill_on_call(monkeypatch, module_path: str, attribute: str, number: int) -> 
 
 
 CRASH_POINTS = {
-    "after staging, before publishing": ("eventlake.sync.job", "apply", 1),
+    "after staging, before publishing": ("eventlake.sync.runner", "apply", 1),
     "after moving the first file": ("eventlake.storage.LocalStorage", "publish", 2),
     "before writing the report": ("eventlake.sync.commit", "write_report_rows", 1),
     "while registering partitions": ("eventlake.catalog.hive.HiveCatalog", "add_partitions", 1),

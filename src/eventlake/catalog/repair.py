@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventlake import layout, progress
+from eventlake import layout, partitions, progress
 from eventlake.catalog.base import Catalog, Column, TableSpec, load_catalog
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.catalog.views import database_views
@@ -62,7 +62,7 @@ def moved_partitions(storage: Storage, spec: TableSpec) -> dict[tuple[str, ...],
         return {}
     root = to_location(spec.location)
     moved = {}
-    for folder, names in layout.partition_listing(storage, root, len(spec.partition_keys)).items():
+    for folder, names in partitions.partition_listing(storage, root, len(spec.partition_keys)).items():
         values = layout.partition_values(root, folder, spec.partition_keys)
         version = layout.current_version(names)
         if values is not None and version is not None:

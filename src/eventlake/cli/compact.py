@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 
 import click
 
@@ -59,7 +58,7 @@ def compact(ctx: Context, sources_: tuple[str, ...], older_than: str | None, no_
       eventlake compact
       eventlake compact --source web --older-than 2h --format json
     """
-    from eventlake.sync import SKIPPED, SyncBusyError
+    from eventlake.cli.outcome import exit_for
     from eventlake.sync.compact import compact_sources
 
     hours = duration_hours(older_than) if older_than is not None else None
@@ -86,7 +85,4 @@ def compact(ctx: Context, sources_: tuple[str, ...], older_than: str | None, no_
         )
         click.echo(summary + (f" ({result.error})" if result.error else ""), err=True)
     render(COLUMNS, rows, fmt)
-    if any(r.status == "Failed" for r in results):
-        sys.exit(1)
-    if any(r.status == SKIPPED for r in results):
-        sys.exit(SyncBusyError.exit_code)
+    exit_for(results)

@@ -61,6 +61,7 @@ def import_(
         err=True,
     )
     if sync_after:
+        from eventlake.cli.outcome import exit_for
         from eventlake.sync import run_sync
 
         [synced] = run_sync(settings, [slug])
@@ -69,8 +70,7 @@ def import_(
             f"dropped, {synced.rejected_messages} messages quarantined",
             err=True,
         )
-        if synced.status == "Failed":
-            sys.exit(1)
+        exit_for([synced])
     if result.broken:
         click.echo("error: not whole gzip files, left out: " + "; ".join(result.broken[:5]), err=True)
         sys.exit(1)

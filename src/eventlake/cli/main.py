@@ -325,10 +325,11 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
       eventlake sync --source web --format json
       eventlake sync --rescan     # after restoring archive files by hand
     """
+    from eventlake.cli.outcome import exit_for
     from eventlake.errors import UsageError
     from eventlake.progress import say
     from eventlake.scheduler.alerts import failed_results, notify_results
-    from eventlake.sync import DISABLED, SKIPPED, SyncBusyError, run_sync
+    from eventlake.sync import DISABLED, run_sync
 
     settings = ctx.settings()
     if rescan:
@@ -369,14 +370,7 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
         )
         click.echo(summary + (f" ({result.error})" if result.error else ""), err=True)
     render(["source", "table", "rows", "new_columns", "status"], rows, fmt)
-    if any(r.status == "Failed" for r in results):
-        sys.exit(1)
-    busy = [r.source for r in results if r.status == SKIPPED]
-    if busy:
-        click.echo(
-            f"error: a sync of {', '.join(busy)} is already running (without --no-wait this waits)", err=True
-        )
-        sys.exit(SyncBusyError.exit_code)
+    exit_for(results, busy="error: a sync of {sources} is already running (without --no-wait this waits)")
     asked_disabled = [r.source for r in results if r.status == DISABLED and r.source in sources_]
     if asked_disabled:  # named with --source: the user expected a sync
         click.echo(f"error: {', '.join(asked_disabled)} not synced: disabled", err=True)

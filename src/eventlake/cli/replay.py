@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from eventlake.cli.main import Context, cli, handle_errors, pass_context
@@ -49,6 +47,7 @@ def replay(
       eventlake replay --source web            # the whole archive
       eventlake replay --source web --table track_order_completed --from 2026-11-01
     """
+    from eventlake.cli.outcome import exit_busy
     from eventlake.sync import SyncBusyError
     from eventlake.sync.replay import ReplayRange, parse_day, run_replay, stale_tables
 
@@ -59,8 +58,7 @@ def replay(
     try:
         result = run_replay(settings, slug, wanted, wait=not no_wait)
     except SyncBusyError as exc:
-        click.echo(f"{slug}: {exc}", err=True)
-        sys.exit(SyncBusyError.exit_code)
+        exit_busy(f"{slug}: {exc}")
     rows = [
         {"source": slug, "table": f"{t.database}.{t.table}", "rows": t.rows, "partitions": len(t.partitions)}
         for t in result.tables

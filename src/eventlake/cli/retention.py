@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from eventlake.cli.main import Context, cli, handle_errors, pass_context
@@ -35,7 +33,7 @@ def retention(ctx: Context, sources_: tuple[str, ...], dry_run: bool, no_wait: b
       eventlake retention --dry-run
       eventlake retention --source web --format json
     """
-    from eventlake.sync import SKIPPED, SyncBusyError
+    from eventlake.cli.outcome import exit_for
     from eventlake.sync.retention import apply_retention
 
     results = apply_retention(ctx.settings(), sources_, dry_run=dry_run, wait=not no_wait)
@@ -63,7 +61,4 @@ def retention(ctx: Context, sources_: tuple[str, ...], dry_run: bool, no_wait: b
             err=True,
         )
     render(COLUMNS, rows, fmt)
-    if any(r.status == "Failed" for r in results):
-        sys.exit(1)
-    if any(r.status == SKIPPED for r in results):
-        sys.exit(SyncBusyError.exit_code)
+    exit_for(results)

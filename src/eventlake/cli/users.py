@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from eventlake.cli.main import Context, cli, handle_errors, pass_context
@@ -47,7 +45,7 @@ def users_delete(
       eventlake users delete u-1234
       eventlake users delete u-1234 --source web --by "dpo@example.com" --format json
     """
-    from eventlake.sync import SKIPPED, SyncBusyError
+    from eventlake.cli.outcome import exit_for
     from eventlake.sync.erase import delete_user
 
     results = delete_user(ctx.settings(), user_id, sources_, requested_by=requested_by, wait=not no_wait)
@@ -56,7 +54,4 @@ def users_delete(
         if result.error:
             click.echo(f"{result.source}: {result.status} ({result.error})", err=True)
     render(COLUMNS, rows, fmt)
-    if any(r.status == "Failed" for r in results):
-        sys.exit(1)
-    if any(r.status == SKIPPED for r in results):
-        sys.exit(SyncBusyError.exit_code)
+    exit_for(results)

@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.catalog.base import TableSpec
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.catalog.views import database_views
@@ -124,7 +124,7 @@ def json_scan(storage: Storage, spec: TableSpec, scratch: Path) -> str | None:
     copied into one file under ``scratch`` first (DuckDB's httpfs may not be installable)."""
     location = to_location(spec.location)
     if spec.partition_path == layout.REPORT_PARTITION_PATH:  # a run's files and merged days'
-        files = layout.report_table_files(storage, location)
+        files = partitions.report_table_files(storage, location)
     else:
         files = [info.path for info in storage.list(location, _glob(spec))]
     if not files:
@@ -152,7 +152,7 @@ def table_scan(con: duckdb.DuckDBPyConnection, storage: Storage, spec: TableSpec
     files they replace); None when it has none. On disk DuckDB reads the listed files itself; on an
     object store they are an Arrow dataset read through ``storage``."""
     location = to_location(spec.location)
-    files = [str(f.path) for f in layout.table_data_files(storage, location, len(spec.partition_keys))]
+    files = [str(f.path) for f in partitions.table_data_files(storage, location, len(spec.partition_keys))]
     if not files:
         return None
     if storage.local_path(location) is not None:

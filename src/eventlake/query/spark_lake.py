@@ -16,7 +16,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from eventlake import layout
+from eventlake import partitions
 from eventlake.catalog.base import TableSpec
 from eventlake.catalog.views import database_views
 from eventlake.schema.warehouse import view_sql
@@ -69,7 +69,7 @@ class LakeTableReader(DataSourceReader):
         (:func:`eventlake.layout.partition_data`: a rewrite is seen before or after)."""
         storage = load_storage(self.root, endpoint_url=self.endpoint)
         location = to_location(self.spec.location)
-        files = layout.table_data_files(storage, location, len(self.spec.partition_keys))
+        files = partitions.table_data_files(storage, location, len(self.spec.partition_keys))
         return [InputPartition(str(f.path)) for f in files] or [InputPartition("")]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -172,7 +172,7 @@ def _sync_once(
     """One sync of every source, in the session; False when the session is gone. A disabled source
     is said once (``disabled`` holds those said, across intervals), not every interval."""
     from eventlake.scheduler.alerts import failed_results, notify_results
-    from eventlake.sync import DISABLED, SKIPPED, run_sync
+    from eventlake.sync import DISABLED, Status, run_sync
 
     disabled = set() if disabled is None else disabled
     now_disabled = {source.slug for source in settings.sources if not source.enabled}
@@ -192,9 +192,9 @@ def _sync_once(
         return _alive(spark)
     notify_results(settings, results, engine_say)  # failure alerts (see eventlake.scheduler.alerts)
     for result in results:
-        if result.status in ("Nothing to do", DISABLED):
+        if result.status in (Status.NOTHING, Status.DISABLED):
             continue
-        if result.status == SKIPPED:
+        if result.status == Status.SKIPPED:
             engine_say(f"{result.source}: {result.status} ({result.error}); retried next interval")
             continue
         engine_say(
@@ -202,7 +202,7 @@ def _sync_once(
             f"{result.duplicates_dropped} duplicates dropped, {result.duration_seconds:.1f} s"
             + (f" ({result.error})" if result.error else "")
         )
-    return all(r.status != "Failed" for r in results) or _alive(spark)
+    return all(r.status != Status.FAILED for r in results) or _alive(spark)
 
 
 def _compact_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say) -> None:

@@ -5,19 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from eventlake.config import Settings
+from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
-from eventlake.sync.lock import SyncBusyError, source_lock
+from eventlake.storage import Storage
+from eventlake.sync.lock import SyncBusyError
 from eventlake.sync.report import SyncResult, TableResult
+from eventlake.sync.runner import Hold, Status, run_source
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from eventlake.catalog import Catalog
 
-SKIPPED = "Skipped: already running"
-DISABLED = "Skipped: disabled"  # a source with enabled = false: collected and archived, not synced
+SKIPPED = Status.SKIPPED
+DISABLED = Status.DISABLED  # a source with enabled = false: collected and archived, not synced
 
 
 def disabled_message(slug: str) -> str:
@@ -40,7 +42,6 @@ def run_sync(
     """
     from eventlake.catalog import load_catalog
     from eventlake.jvm.session import owned_session
-    from eventlake.sync.job import SourceSync
 
     sources = [settings.source(slug) for slug in slugs] if slugs else list(settings.sources)
     if not sources:
@@ -59,27 +60,42 @@ def run_sync(
         if catalog is None:
             catalog = load_catalog(settings, spark)
         for source in sources:
-            job = None
-            try:
-                lease_seconds = settings.sync.lease_seconds
-                with source_lock(
-                    storage, settings.lake.root, source.slug, source.id, wait, say, lease_seconds
-                ) as lease:
-                    job = SourceSync(spark, catalog, storage, settings, source, say, lease)
-                    results.append(job.run())
-            except SyncBusyError as exc:  # --no-wait: leave it to the running sync
-                say(f"{source.slug}: {exc}")
-                results.append(SyncResult.failure(source.slug, source.id, exc, status=SKIPPED))
-            except Exception as exc:  # reported by the job; go on with the next source
-                say(f"{source.slug}: sync failed: {type(exc).__name__}: {exc}")
-                reported = job.failed if job is not None else None  # its run id, as in its report
-                results.append(reported or SyncResult.failure(source.slug, source.id, exc))
+            results.append(_sync_source(settings, storage, spark, catalog, source, wait, say))
     return results
+
+
+def _sync_source(
+    settings: Settings,
+    storage: Storage,
+    spark: SparkSession,
+    catalog: Catalog,
+    source: SourceSettings,
+    wait: bool,
+    say: Say,
+) -> SyncResult:
+    """One source's sync under its lock; a busy or failed source is a result, not an error."""
+    from eventlake.sync.job import SourceSync
+
+    jobs: list[SourceSync] = []
+
+    def work(hold: Hold) -> SyncResult:
+        jobs.append(SourceSync(spark, catalog, storage, settings, source, say, hold))
+        return jobs[0].run()
+
+    def failed(status: Status, exc: BaseException) -> SyncResult:
+        reported = jobs[0].failed if jobs else None  # its run id, as in its report
+        return reported or SyncResult.failure(source.slug, source.id, exc, status=status)
+
+    return run_source(
+        settings, storage, source, work, failed=failed, what="sync", catalog=lambda: catalog,
+        wait=wait, say=say,
+    )  # fmt: skip
 
 
 __all__ = [
     "DISABLED",
     "SKIPPED",
+    "Status",
     "disabled_message",
     "SyncBusyError",
     "SyncResult",

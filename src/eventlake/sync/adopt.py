@@ -41,6 +41,7 @@ from eventlake.catalog.views import database_views
 from eventlake.config import DATE_PARTITIONS, Settings, SourceSettings
 from eventlake.config.settings import sdl_table_prefix
 from eventlake.errors import EventLakeError
+from eventlake.partitions import partition_files
 from eventlake.schema import EXISTING_TYPES, is_safe_identifier
 from eventlake.schema.table_names import TRACK, TRACK_TABLE_STYLES, TableNames, folder_segment_type
 from eventlake.storage import FileInfo, Location, Storage, relative_to
@@ -224,9 +225,7 @@ def _folders(
         by_folder.setdefault(info.path.parent, {})[info.path.name] = info
     for folder, infos in by_folder.items():
         parts = relative_to(folder, data).as_posix().split("/")
-        visible = [
-            n for n in layout.partition_files(storage, folder, infos) if not layout.is_eventlake_file_name(n)
-        ]
+        visible = [n for n in partition_files(storage, folder, infos) if not layout.is_eventlake_file_name(n)]
         if not visible or not parts[0].startswith(f"{FOLDER_KEY}="):
             continue
         name = parts[0].split("=", 1)[1]
@@ -386,7 +385,7 @@ def _seed(
     data files: a message SDL synced is then dropped when a client sends it again."""
     infos = {i.path.name: i for i in storage.list(folder, "*")}
     ids, received = [], []
-    for name in layout.partition_files(storage, folder, infos):
+    for name in partition_files(storage, folder, infos):
         if layout.is_eventlake_file_name(name):  # a later sync's: its ids are in the index already
             continue
         table = pq.read_table(
@@ -426,14 +425,15 @@ def adopt_source(
     """``eventlake adopt``: plan (``dry_run``) or adopt the SDL data of source ``slug``, holding the
     source's sync lock (no sync runs meanwhile)."""
     from eventlake.catalog import load_catalog
-    from eventlake.sync.lock import source_lock
+    from eventlake.sync.runner import Hold, run_source
 
     source = settings.source(slug)
     storage = settings.lake.storage()
     catalog = catalog or load_catalog(settings, spark)
     if dry_run:
         return plan_adoption(storage, catalog, settings, source, track_tables)
-    with source_lock(
-        storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
-    ):
+
+    def work(hold: Hold) -> Adoption:
         return adopt(storage, catalog, settings, source, track_tables, lambda line: say(f"{slug}: {line}"))
+
+    return run_source(settings, storage, source, work, wait=wait, say=say)

@@ -26,7 +26,7 @@ from eventlake.sync.report import (
     note_report_day,
     write_report_rows,
 )
-from eventlake.sync.rewrite import apply_rewrite, retire, switch_location
+from eventlake.sync.rewrite import retire, switch_later, switch_partitions
 from eventlake.sync.state import SyncState
 
 
@@ -67,9 +67,7 @@ def apply(
 
     for staged, final in manifest.moves:
         storage.publish(to_location(staged), to_location(final))
-    moved = [rewrite for rewrite in manifest.rewrites if apply_rewrite(storage, rewrite)]
-    # the catalog's readers switch here, a partition at a time; a table the run creates, after it
-    later = [r for r in moved if r.table and not switch_location(the_catalog(), r)]
+    moved, later = switch_partitions(storage, manifest.rewrites, the_catalog)
     if manifest.report:
         write_report_rows(storage, to_location(manifest.report_path), list(manifest.report))
         note_report_day(storage, lake, manifest.report[0]["day"])  # where readers walking back stop
@@ -100,9 +98,8 @@ def apply(
         if entry.partitions:
             catalog.add_partitions(spec, list(entry.partitions))
         write_schema_file(storage, lake, spec)  # the reports table's too: the DuckDB engine reads it
-    for rewrite in later:
-        if not switch_location(the_catalog(), rewrite):
-            say(f"{rewrite.database}.{rewrite.table}: not in the catalog, {rewrite.version} not registered")
+    if later:
+        switch_later(the_catalog(), later, say)
     _replace_views(manifest, catalog, storage, lake)
     storage.commit(to_location(final) for _, final in manifest.moves)  # durable before the ledger says so
     if moved:

@@ -15,7 +15,7 @@ each batch of partitions is staged (per partition, a folder with its new files a
 marker), a :class:`~eventlake.sync.manifest.Manifest` listing them as
 :class:`~eventlake.sync.manifest.PartitionRewrite` s is written, and
 :func:`eventlake.sync.commit.apply` switches each partition to its new files (see
-:mod:`eventlake.layout` for what readers see). Killed before the manifest, the next run of
+:mod:`eventlake.sync.rewrite` for what readers see). Killed before the manifest, the next run of
 ``compact``, ``sync`` or ``schema set-type`` drops the staging (rolled back); after, it completes it.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
@@ -37,13 +37,11 @@ from eventlake.errors import EventLakeError, UsageError
 from eventlake.progress import Say, say
 from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import FileInfo, Location, Storage, to_location
-from eventlake.storage.lease import Lease
-from eventlake.sync import SKIPPED
-from eventlake.sync.commit import CatalogOnce, apply
+from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.index_merge import merge_index
-from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.manifest import Manifest, PartitionRewrite
-from eventlake.sync.rewrite import drop_retired, finish_rewrite
+from eventlake.sync.rewrite import finish_rewrite
+from eventlake.sync.runner import Hold, Status, error_text, publish, run_source
 from eventlake.sync.stage import RunStage, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc
@@ -75,7 +73,7 @@ class CompactedTable:
 class CompactResult:
     source: str
     source_id: str
-    status: str  # Success | Nothing to do | Failed | Skipped: already running
+    status: str  # a Status: Success | Nothing to do | Failed | Skipped: already running
     tables: tuple[CompactedTable, ...] = ()
     error: str = ""
     index_files: tuple[int, int] = (0, 0)  # the dedupe index's files before and after its merge
@@ -126,61 +124,51 @@ def compact_sources(
     storage = settings.lake.storage()
     catalog_once = CatalogOnce(settings, spark, catalog)
 
-    results = []
-    for source in sources:
-        tell = _prefixed(say, source.slug)
-        try:
-            with source_lock(
-                storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
-            ) as lease:
-                job = SourceCompaction(settings, source, storage, lease, catalog_once, tell)
-                results.append(job.run(cutoff))
-        except SyncBusyError as exc:
-            tell(str(exc))
-            results.append(CompactResult(source.slug, source.id, SKIPPED, error=str(exc)))
-        except Exception as exc:  # said and reported; go on with the next source
-            tell(f"compaction failed: {type(exc).__name__}: {exc}")
-            error = f"{type(exc).__name__}: {exc}"
-            results.append(CompactResult(source.slug, source.id, "Failed", error=error))
-    return results
+    return [_compact_source(settings, storage, source, catalog_once, cutoff, wait, say) for source in sources]
 
 
-def _prefixed(say: Say, slug: str) -> Say:
-    return lambda line: say(f"{slug}: {line}")
+def _compact_source(
+    settings: Settings, storage: Storage, source: SourceSettings, catalog: CatalogOnce, cutoff: datetime,
+    wait: bool, say: Say,
+) -> CompactResult:  # fmt: skip
+    """Compact one source under its lock; a busy or failed source is a result, not an error."""
+    tell: Say = lambda line: say(f"{source.slug}: {line}")  # noqa: E731
+
+    def work(hold: Hold) -> CompactResult:
+        return SourceCompaction(settings, source, storage, hold, catalog, tell).run(cutoff)
+
+    def failed(status: Status, exc: BaseException) -> CompactResult:
+        return CompactResult(source.slug, source.id, status, error=error_text(status, exc))
+
+    return run_source(
+        settings, storage, source, work, failed=failed, what="compaction", catalog=catalog, wait=wait,
+        say=say,
+    )  # fmt: skip
 
 
 class SourceCompaction:
     """Compacts one source, holding its lock; :meth:`run` returns the :class:`CompactResult`."""
 
     def __init__(
-        self, settings: Settings, source: SourceSettings, storage: Storage, lease: Lease | None,
+        self, settings: Settings, source: SourceSettings, storage: Storage, hold: Hold,
         catalog: CatalogOnce, say: Say,
     ) -> None:  # fmt: skip
-        self.settings, self.source, self.storage, self.lease = settings, source, storage, lease
+        self.settings, self.source, self.storage, self.hold = settings, source, storage, hold
         self.catalog, self.say = catalog, say
         self.lake = settings.lake.root
         self.target = settings.compact.target_file_mb * MB
         self.state = SyncState(storage, self.lake, source.id)
 
     def run(self, cutoff: datetime) -> CompactResult:
-        for manifest in self.state.pending():  # an interrupted sync, set-type or compaction goes first
-            self.say(f"completing interrupted run {manifest.run_id}")
-            apply(
-                manifest, self.catalog.for_manifest(manifest), self.state, self.storage, self.lake,
-                load_catalog=self.catalog,
-            )  # fmt: skip
-        self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
-        grace = timedelta(minutes=self.settings.sync.rewrite_grace_minutes)
-        drop_retired(self.storage, self.lake, self.source.id, grace)  # rewritten partitions' old files
+        """The compaction, once the source is held and its interrupted runs completed."""
         tables = tuple(self.table(spec, cutoff) for spec in self.tables())
-        check = self.lease.check if self.lease is not None else lambda: None
-        index = merge_index(self.storage, layout.dedupe_index_dir(self.lake, self.source.id), check)
+        index = merge_index(self.storage, layout.dedupe_index_dir(self.lake, self.source.id), self.hold.check)
         merged = index[0] != index[1]
         if merged:
             self.say(f"dedupe index: {index[0]} files -> {index[1]}")
         done = merged or any(t.partitions for t in tables)
         return CompactResult(
-            self.source.slug, self.source.id, "Success" if done else "Nothing to do",
+            self.source.slug, self.source.id, Status.SUCCESS if done else Status.NOTHING,
             tuple(t for t in tables if t.partitions or t.notices), index_files=index,
         )  # fmt: skip
 
@@ -193,13 +181,13 @@ class SourceCompaction:
         """Compact the table's partitions that ended before ``cutoff``, a batch per manifest."""
         location = to_location(spec.location)
         candidates = []
-        listing = layout.partition_listing(self.storage, location, len(spec.partition_keys))
+        listing = partitions.partition_listing(self.storage, location, len(spec.partition_keys))
         for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
             values = layout.partition_values(location, folder, spec.partition_keys)
             period = layout.partition_period(spec.partition_keys, values) if values is not None else None
             if period is None or period[1] > cutoff:
                 continue
-            visible = [infos[n] for n in layout.partition_files(self.storage, folder, infos)]
+            visible = [infos[n] for n in partitions.partition_files(self.storage, folder, infos)]
             bins = plan_bins(visible, self.target)
             if bins:
                 candidates.append((folder, infos, bins))
@@ -247,10 +235,7 @@ class SourceCompaction:
             run_id=stage.run_id, source_id=self.source.id, files=(), moves=(), tables=(), report_path="",
             report=(), stage=str(stage.root), rewrites=tuple(rewrites),
         )  # fmt: skip
-        if self.lease is not None:
-            self.lease.check()
-        self.state.write_pending(manifest)
-        apply(manifest, None, self.state, self.storage, self.lake, load_catalog=self.catalog)
+        publish(manifest, self.hold, self.state, self.storage, self.lake, load_catalog=self.catalog)
         return len(rewrites)
 
 
@@ -297,7 +282,7 @@ def stage_rewrite(
         raise
     relative = {info.path: name for name, info in names.items()}
     return finish_rewrite(
-        storage, stage, folder, staged, names, outputs, [relative[f.path] for g in bins for f in g],
+        storage, stage, folder, names, outputs, [relative[f.path] for g in bins for f in g],
         table=spec,
     )  # fmt: skip
 

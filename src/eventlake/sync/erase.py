@@ -32,14 +32,13 @@ import gzip
 import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import timedelta
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.archive import SuppressionList, list_archive_files, read_archive_lines
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
@@ -47,12 +46,10 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.storage import Storage, to_location
-from eventlake.storage.lease import Lease
-from eventlake.sync import SKIPPED
-from eventlake.sync.commit import CatalogOnce, apply
-from eventlake.sync.lock import SyncBusyError, source_lock
+from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.manifest import Manifest
-from eventlake.sync.rewrite import drop_retired, finish_rewrite
+from eventlake.sync.rewrite import finish_rewrite, stage_output
+from eventlake.sync.runner import Hold, Status, error_text, publish, run_source
 from eventlake.sync.stage import RunStage, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import format_timestamp, now_utc
@@ -66,7 +63,7 @@ BATCH_PARTITIONS = 200  # partitions per manifest
 class ErasureResult:
     source: str
     user_id: str
-    status: str = "Success"  # Success | Nothing to do | SKIPPED | Failed
+    status: str = Status.SUCCESS  # Success | Nothing to do | Skipped: already running | Failed
     run_id: str = ""
     linked_anonymous_ids: int = 0
     archive_files_rewritten: int = 0
@@ -116,46 +113,50 @@ def delete_user(
     storage = settings.lake.storage()
     catalog_once = CatalogOnce(settings, spark, catalog)
 
-    results = []
-    for source in sources:
-        tell: Say = lambda line, slug=source.slug: say(f"{slug}: {line}")  # noqa: E731
-        result = ErasureResult(source.slug, user_id)
-        try:
-            SuppressionList(storage, settings.lake.root, source.id).add([user_id])  # new messages: blocked
-            with source_lock(
-                storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
-            ) as lease:
-                SourceErasure(settings, source, storage, tell, lease).run(result, requested_by, catalog_once)
-        except SyncBusyError as exc:
-            tell(str(exc))
-            result.status, result.error = SKIPPED, str(exc)
-        except Exception as exc:  # said and returned; go on with the next source
-            tell(f"deletion failed: {type(exc).__name__}: {exc}")
-            result.status, result.error = "Failed", f"{type(exc).__name__}: {exc}"
-        results.append(result)
-    return results
+    return [
+        _erase_source(settings, storage, source, user_id, requested_by, catalog_once, wait, say)
+        for source in sources
+    ]
+
+
+def _erase_source(
+    settings: Settings, storage: Storage, source: SourceSettings, user_id: str, requested_by: str,
+    catalog: CatalogOnce, wait: bool, say: Say,
+) -> ErasureResult:  # fmt: skip
+    """Delete the user from one source: suppressed first (new messages blocked, even while another
+    process holds the source), then the lake and the archive under the source's lock."""
+    result = ErasureResult(source.slug, user_id)
+    tell: Say = lambda line: say(f"{source.slug}: {line}")  # noqa: E731
+
+    def work(hold: Hold) -> ErasureResult:
+        SourceErasure(settings, source, storage, tell, hold).run(result, requested_by, catalog)
+        return result
+
+    def failed(status: Status, exc: BaseException) -> ErasureResult:
+        result.status, result.error = status, error_text(status, exc)
+        return result
+
+    return run_source(
+        settings, storage, source, work, failed=failed, what="deletion", catalog=catalog,
+        before=lambda: SuppressionList(storage, settings.lake.root, source.id).add([user_id]),
+        wait=wait, say=say,
+    )  # fmt: skip
 
 
 class SourceErasure:
     def __init__(
-        self, settings: Settings, source: SourceSettings, storage: Storage, say: Say,
-        lease: Lease | None = None,
+        self, settings: Settings, source: SourceSettings, storage: Storage, say: Say, hold: Hold,
     ) -> None:  # fmt: skip
         self.settings, self.source, self.storage, self.say = settings, source, storage, say
         self.lake = settings.lake.root
         self.state = SyncState(storage, self.lake, source.id)
+        self.hold = hold
         # on an object store: before each change, a holder that lost the source's lease stops
-        self.check = lease.check if lease is not None else lambda: None
+        self.check = hold.check
 
     def run(self, result: ErasureResult, requested_by: str, catalog: CatalogOnce) -> None:
+        """The deletion, once the source is held and its interrupted runs completed."""
         started = now_utc()
-        for manifest in self.state.pending():  # an interrupted sync, compaction or deletion goes first
-            self.say(f"completing interrupted run {manifest.run_id}")
-            apply(
-                manifest, catalog.for_manifest(manifest), self.state, self.storage, self.lake,
-                load_catalog=catalog,
-            )  # fmt: skip
-        self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
         # what makes a row the user's, kept until the end: a rerun after a kill finds the rows whose
         # linking messages an earlier run already deleted from the archive
         pending = layout.deletion_pending_file(self.lake, self.source.id, _key(result.user_id))
@@ -164,14 +165,12 @@ class SourceErasure:
         self.storage.write(pending, identity.to_json())
         result.linked_anonymous_ids = len(identity.anonymous_ids)
         result.run_id = new_run_id(started, layout.COMPACT_RUN_PREFIX)  # committed as a rewrite
-        grace = timedelta(minutes=self.settings.sync.rewrite_grace_minutes)
-        drop_retired(self.storage, self.lake, self.source.id, grace)  # rewritten partitions' old files
         self.catalog = catalog
         for spec in self.tables():  # tables first, the archive (the source of truth) last
             self.table(spec, identity, result)
         self.archive(identity, result)
         changed = result.archive_files_rewritten or result.table_files_rewritten
-        result.status = "Success" if changed else "Nothing to do"
+        result.status = Status.SUCCESS if changed else Status.NOTHING
         audit = {
             "run_kind": "user deletion", "run_id": result.run_id, "source_id": self.source.id,
             "user_id": result.user_id, "requested_by": requested_by, "started_at": format_timestamp(started),
@@ -251,11 +250,11 @@ class SourceErasure:
 
     def table(self, spec: TableSpec, identity: Identity, result: ErasureResult) -> None:
         location = to_location(spec.location)
-        listing = layout.partition_listing(self.storage, location, len(spec.partition_keys))
+        listing = partitions.partition_listing(self.storage, location, len(spec.partition_keys))
         quarantine = spec.location == str(layout.quarantine_dir(self.lake, self.source.id))
         pending = []
         for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
-            for name in layout.partition_files(self.storage, folder, infos):
+            for name in partitions.partition_files(self.storage, folder, infos):
                 data = pa.BufferReader(self.storage.read(infos[name].path))
                 names = pq.read_schema(data).names
                 ids = pq.read_table(data, columns=[c for c in (*ID_COLUMNS, *OTHER_ID_COLUMNS) if c in names])
@@ -278,7 +277,6 @@ class SourceErasure:
             by_folder.setdefault(folder, (infos, []))[1].append((name, kept, before))
         rewrites = []
         for folder, (infos, changed) in by_folder.items():
-            staged = stage.rewrite_folder(folder)
             outputs = []
             for index, (_, kept, before) in enumerate(changed):
                 deleted = before - kept.num_rows
@@ -289,20 +287,14 @@ class SourceErasure:
                     result.rows_deleted += deleted
                 if kept.num_rows:
                     output = layout.part_file_name(stage.run_id, index)
-                    with self.storage.open_write(staged / output) as handle:
-                        pq.write_table(kept, handle, compression="snappy")
-                    outputs.append(output)
+                    outputs.append(stage_output(self.storage, stage, folder, output, kept))
             replaced = [name for name, _, _ in changed]
-            rewrites.append(
-                finish_rewrite(self.storage, stage, folder, staged, infos, outputs, replaced, table=spec)
-            )
+            rewrites.append(finish_rewrite(self.storage, stage, folder, infos, outputs, replaced, table=spec))
         manifest = Manifest(
             run_id=stage.run_id, source_id=self.source.id, files=(), moves=(), tables=(), report_path="",
             report=(), stage=str(stage.root), rewrites=tuple(rewrites),
         )  # fmt: skip
-        self.check()
-        self.state.write_pending(manifest)
-        apply(manifest, None, self.state, self.storage, self.lake, load_catalog=self.catalog)
+        publish(manifest, self.hold, self.state, self.storage, self.lake, load_catalog=self.catalog)
 
 
 def _rows_to_keep(table: pa.Table, identity: Identity) -> pa.ChunkedArray | None:

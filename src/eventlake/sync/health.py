@@ -23,11 +23,12 @@ import orjson
 from eventlake import layout
 from eventlake.storage import Location, Storage
 from eventlake.sync.report import SyncResult
+from eventlake.sync.runner import Status
 from eventlake.timestamps import format_timestamp, parse_timestamp
 
 FORMAT = 1
-FAILED = "Failed"
-ENDS_STREAK = ("Success", "Partial Success", "Nothing to do")  # the sync ran without failing
+FAILED = Status.FAILED
+ENDS_STREAK = (Status.SUCCESS, Status.PARTIAL, Status.NOTHING)  # the sync ran without failing
 
 
 @dataclass(frozen=True)

@@ -11,21 +11,20 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.archive import ArchiveFile, SuppressionList
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say
 from eventlake.storage import Location, Storage, to_location
-from eventlake.storage.lease import Lease, LeaseLostError
-from eventlake.sync.commit import apply
+from eventlake.storage.lease import LeaseLostError
 from eventlake.sync.dedupe import dedupe
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
 from eventlake.sync.plan import TablePlan, count_parsed, observe, plan_tables
@@ -45,7 +44,7 @@ from eventlake.sync.report import (
     write_report_rows,
 )
 from eventlake.sync.report_days import checkpoint_reports
-from eventlake.sync.rewrite import drop_retired
+from eventlake.sync.runner import Hold, Status, publish
 from eventlake.sync.stage import MESSAGES, TABLE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.sync.transform import PARSED_SCHEMA, parse_files
@@ -58,7 +57,7 @@ class SourceSync:
 
     def __init__(
         self, spark: SparkSession, catalog: Catalog, storage: Storage, settings: Settings,
-        source: SourceSettings, say: Say, lease: Lease | None = None, replay: ReplayRange | None = None,
+        source: SourceSettings, say: Say, hold: Hold | None = None, replay: ReplayRange | None = None,
     ) -> None:  # fmt: skip
         self.spark, self.catalog, self.storage, self.settings = spark, catalog, storage, settings
         self.source = source
@@ -67,7 +66,7 @@ class SourceSync:
         self.state = SyncState(storage, self.lake, source.id)
         self.database = settings.database_name(source)
         self.names = self.state.table_names(source.table_prefix)  # adopted SDL names, or eventlake's
-        self.lease = lease  # on an object store: checked before anything is published
+        self.hold = hold or Hold()  # the source's lock: its lease checked before anything is published
         self.kept: list[DataFrame] = []  # frames persisted for the run, dropped at its end
         self.replay = replay  # a replay's range (see :mod:`.replay`); None for a sync
         self.window: tuple[datetime, datetime] | None = None  # the replay's [start, end)
@@ -75,16 +74,12 @@ class SourceSync:
         self.failed: SyncResult | None = None  # the reported result of a run that raised
 
     def run(self) -> SyncResult:
-        completed = []  # the interrupted runs' reports, for a rerun to say what it published
-        for manifest in self.state.pending():
-            self.say(f"completing interrupted run {manifest.run_id}")
-            apply(manifest, self.catalog, self.state, self.storage, self.lake)
-            completed.append(manifest.report)
-        self.storage.delete_tree(layout.stage_root(self.lake, self.source.id))  # crashed runs' output
-        grace = timedelta(minutes=self.settings.sync.rewrite_grace_minutes)
-        drop_retired(self.storage, self.lake, self.source.id, grace)  # rewritten partitions' old files
-        check = self.lease.check if self.lease is not None else lambda: None
-        checkpoint_reports(self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, check)
+        """The run, once :func:`~eventlake.sync.runner.run_source` holds the source and completed
+        the interrupted runs (their reports say what a rerun published)."""
+        completed = [manifest.report for manifest in self.hold.completed]
+        checkpoint_reports(
+            self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, self.hold.check
+        )
         if self.replay is not None:
             files, *window = replay_files(
                 self.storage, self.lake, self.source.id, self.state.ledger, self.replay
@@ -102,7 +97,7 @@ class SourceSync:
         run_id = new_run_id(start)
         if not files:
             return completed_result(completed) or SyncResult(
-                self.source.slug, self.source.id, run_id, "Nothing to do", start, now_utc()
+                self.source.slug, self.source.id, run_id, Status.NOTHING, start, now_utc()
             )
         doing = (
             "syncing"
@@ -125,10 +120,7 @@ class SourceSync:
         finally:
             for frame in self.kept:
                 frame.unpersist()
-        if self.lease is not None:
-            self.lease.check()
-        self.state.write_pending(manifest)
-        apply(manifest, self.catalog, self.state, self.storage, self.lake)
+        publish(manifest, self.hold, self.state, self.storage, self.lake, self.catalog)
         return result
 
     def _new_files(self) -> list[ArchiveFile]:
@@ -137,9 +129,8 @@ class SourceSync:
         ledger, now_ms = self.state.ledger, int(now_utc().timestamp() * 1000)
         view = ledger.read()
         scan = ledger.scan(view, now_ms)
-        check = self.lease.check if self.lease is not None else lambda: None
         try:  # an optimisation: a sync goes on without it, and the next one tries again
-            if ledger.checkpoint(view, scan, now_ms, check):
+            if ledger.checkpoint(view, scan, now_ms, self.hold.check):
                 self.say(f"ledger checkpoint: {len(view.runs)} run entries folded")
         except LeaseLostError:
             raise
@@ -225,7 +216,7 @@ class SourceSync:
         blocked_messages = sum(observed.counts.get(segment_type, 0) for segment_type in plan.blocked)
         tables = [self._table(table, stage, staged) for table in plan.tables.values()]
         result = SyncResult(
-            self.source.slug, self.source.id, stage.run_id, "Success", start, now_utc(),
+            self.source.slug, self.source.id, stage.run_id, Status.SUCCESS, start, now_utc(),
             tables=tuple(t for t, _ in tables), input_files=len(files), bytes_in=sum(f.size for f in files),
             input_messages=valid + invalid + blocked_users, duplicates_dropped=dropped,
             rejected_messages=invalid + blocked_messages, suppressed=blocked_users,
@@ -272,7 +263,7 @@ class SourceSync:
             if file.kind == TABLE and self.storage.local_path(stage.lake) is None:
                 path = to_location(final)
                 if path.parent not in current:
-                    current[path.parent] = layout.current_folder(self.storage, path.parent)
+                    current[path.parent] = partitions.current_folder(self.storage, path.parent)
                 final = str(current[path.parent] / path.name)
             moves.append((source, final))
         return moves

@@ -97,7 +97,7 @@ class PartitionRewrite:
     staged one; elsewhere the new content goes to the version folder ``version`` inside ``folder``
     (``kept`` copied there) and the catalog's partition (``database``, ``table``, ``keys``,
     ``values``; none: not in the catalog) is moved to it; ``retired`` are the names in ``folder``
-    that are then deleted after the grace period (see :mod:`eventlake.layout`)."""
+    that are then deleted after the grace period (see :mod:`eventlake.sync.rewrite`)."""
 
     folder: str
     staged: str

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.archive import ArchiveFile, list_archive_files
 from eventlake.archive.days import list_archive_days
 from eventlake.catalog import TableSpec
@@ -49,7 +49,7 @@ from eventlake.sync.ledger import Ledger
 from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table
 from eventlake.sync.report import SyncResult
-from eventlake.sync.rewrite import finish_rewrite
+from eventlake.sync.rewrite import finish_rewrite, stage_output
 from eventlake.sync.stage import TABLE, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
 
@@ -135,7 +135,7 @@ def run_replay(
     from eventlake.catalog import load_catalog
     from eventlake.jvm.session import owned_session
     from eventlake.sync.job import SourceSync
-    from eventlake.sync.lock import source_lock
+    from eventlake.sync.runner import Hold, run_source
 
     source = settings.source(slug)
     if wanted.first and wanted.last and wanted.first > wanted.last:
@@ -143,10 +143,11 @@ def run_replay(
     storage = settings.lake.storage()
     with owned_session(settings, "eventlake-replay", spark, say) as spark:
         catalog = catalog or load_catalog(settings, spark)
-        with source_lock(
-            storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
-        ) as lease:
-            return SourceSync(spark, catalog, storage, settings, source, say, lease, replay=wanted).run()
+
+        def work(hold: Hold) -> SyncResult:
+            return SourceSync(spark, catalog, storage, settings, source, say, hold, replay=wanted).run()
+
+        return run_source(settings, storage, source, work, catalog=lambda: catalog, wait=wait, say=say)
 
 
 def refuse_adopted(
@@ -222,7 +223,7 @@ def replace_partitions(
     keys = layout.partition_columns(source.date_partition)
     data = layout.source_data_dir(lake, source.dir_name)
     listings: dict[Location, dict] = {}
-    for folder, infos in layout.partition_listing(storage, data, 1 + len(keys)).items():
+    for folder, infos in partitions.partition_listing(storage, data, 1 + len(keys)).items():
         table = folder
         for _ in keys:
             table = table.parent
@@ -241,7 +242,7 @@ def replace_partitions(
         spec = TableSpec(database, table_names.table(_segment_type(table_names, table)), (), keys, str(table))
         rewrites.append(
             finish_rewrite(
-                storage, stage, folder, stage.rewrite_folder(folder), names, outputs.get(folder, []),
+                storage, stage, folder, names, outputs.get(folder, []),
                 list(names), rewrite_id, spec if database else None,
             )
         )  # fmt: skip
@@ -267,10 +268,10 @@ def _quarantine_rewrites(
     location = layout.quarantine_dir(lake, source.id)
     rewrites = []
     for folder, infos in sorted(
-        layout.partition_listing(storage, location, 1).items(), key=lambda i: str(i[0])
+        partitions.partition_listing(storage, location, 1).items(), key=lambda i: str(i[0])
     ):
         outputs, replaced = [], []
-        for name in layout.partition_files(storage, folder, infos):
+        for name in partitions.partition_files(storage, folder, infos):
             table = pq.read_table(pa.BufferReader(storage.read(infos[name].path)))
             received = table["received_at"]
             floor, ceiling = pa.scalar(start, received.type), pa.scalar(end, received.type)
@@ -286,13 +287,10 @@ def _quarantine_rewrites(
             kept = table.filter(pc.invert(inside))
             if kept.num_rows:
                 output = layout.part_file_name(rewrite_id, len(outputs), prefix="")
-                with storage.open_write(stage.rewrite_folder(folder) / output) as handle:
-                    pq.write_table(kept, handle, compression="snappy")
-                outputs.append(output)
+                outputs.append(stage_output(storage, stage, folder, output, kept))
         if replaced:
-            staged = stage.rewrite_folder(folder)
             rewrites.append(
-                finish_rewrite(storage, stage, folder, staged, infos, outputs, replaced, rewrite_id, spec)
+                finish_rewrite(storage, stage, folder, infos, outputs, replaced, rewrite_id, spec)
             )
     return rewrites
 

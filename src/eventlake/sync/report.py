@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.catalog import TableSpec
 from eventlake.errors import EventLakeError
 from eventlake.storage import Location, Storage
@@ -308,7 +308,7 @@ def report_runs(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 def report_files(storage: Storage, lake: Location) -> list[Location]:
     """Every report file (a run's, or a merged day's), sorted by path (one listing of every report:
     see :func:`report_files_by_day` for the newest first without it)."""
-    return layout.every_report_file(storage, lake)
+    return partitions.every_report_file(storage, lake)
 
 
 # -- the newest reports first, without listing every day ever -----------------------------------
@@ -361,5 +361,5 @@ def report_files_by_day(
     floor = max(first, since) if since else first
     day = date.fromisoformat(until)
     while day.isoformat() >= floor:
-        yield day.isoformat(), layout.report_day_files(storage, lake, day.isoformat(), source_id)
+        yield day.isoformat(), partitions.report_day_files(storage, lake, day.isoformat(), source_id)
         day -= timedelta(days=1)

@@ -49,7 +49,7 @@ from datetime import date, datetime, timedelta
 
 import orjson
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.catalog import Catalog
 from eventlake.progress import Say
 from eventlake.storage import Location, Storage
@@ -128,8 +128,10 @@ def stage_day(
     """Stage one day's merged reports (the per-run files and an earlier merged file, as readers see
     them) and its marker; None when the day holds no per-run report (merged, or none that day)."""
     folder = layout.report_folder(lake, day, source_id)
-    names = layout.report_folder_names(storage, folder)
-    reports = layout.report_folder_files(names, lambda m: layout.marker_replaced(storage.read(folder / m)))
+    names = partitions.report_folder_names(storage, folder)
+    reports = layout.report_folder_files(
+        names, lambda m: partitions.marker_replaced(storage.read(folder / m))
+    )
     if not any(layout.is_run_report_name(n) for n in reports):
         return None
     staged = stage.rewrite_folder(folder)
@@ -145,7 +147,7 @@ def stage_day(
         replaced.append(name)
     output = layout.merged_report_name(stage.run_id)
     storage.write(staged / output, b"".join(merged))
-    rewrite = finish_rewrite(storage, stage, folder, staged, names, [output], replaced)
+    rewrite = finish_rewrite(storage, stage, folder, names, [output], replaced)
     return replace(
         rewrite,
         database=REPORTS_DATABASE,

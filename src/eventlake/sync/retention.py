@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.archive import list_archive_files
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
@@ -32,12 +32,10 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.storage import Storage, to_location
-from eventlake.storage.lease import Lease
-from eventlake.sync import SKIPPED
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.dedupe_index import CLOCK_MARGIN, index_days_before
 from eventlake.sync.ledger import Ledger
-from eventlake.sync.lock import SyncBusyError, source_lock
+from eventlake.sync.runner import Hold, Status, error_text, run_source
 from eventlake.timestamps import now_utc
 
 DAY_MS = layout.DAY_MS
@@ -58,7 +56,7 @@ class Expired:
 @dataclass
 class RetentionResult:
     source: str
-    status: str = "Success"  # "Success" | "Nothing to do" | SKIPPED (a sync holds the source) | "Failed"
+    status: str = Status.SUCCESS  # Success | Nothing to do | Skipped (a sync holds the source) | Failed
     expired: list[Expired] = field(default_factory=list)
     unsynced_files: int = 0  # old archive files kept because no sync has read them yet
     error: str = ""
@@ -85,39 +83,45 @@ def apply_retention(
     results = []
     for source in sources:
         tell: Say = lambda line, slug=source.slug: say(f"{slug}: {line}")  # noqa: E731
-        result = RetentionResult(source.slug)
-        try:
-            with source_lock(
-                storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
-            ) as lease:
-                job = SourceRetention(settings, source, storage, catalog_once, dry_run, tell, lease)
-                if retention.archive_days:
-                    job.archive(now - timedelta(days=retention.archive_days), result)
-                    job.dedupe_index(now - timedelta(days=retention.archive_days), result)
-                if retention.table_days:
-                    job.tables(now - timedelta(days=retention.table_days), result)
-            if not result.expired:
-                result.status = "Nothing to do"
-        except SyncBusyError as exc:
-            tell(str(exc))
-            result.status, result.error = SKIPPED, str(exc)
-        except Exception as exc:  # said and returned; go on with the next source
-            tell(f"retention failed: {type(exc).__name__}: {exc}")
-            result.status, result.error = "Failed", f"{type(exc).__name__}: {exc}"
+        job = SourceRetention(settings, source, storage, catalog_once, dry_run, tell, now)
+        # no roll-forward of interrupted runs: retention rewrites nothing, and a dry run changes nothing
+        result = run_source(
+            settings, storage, source, job.run, failed=job.failed, what="retention", wait=wait, say=say
+        )
         results.append(result)
     return results
 
 
 class SourceRetention:
+    """Applies ``[retention]`` to one source; :meth:`run` holds it (see :func:`run_source`)."""
+
     def __init__(
         self, settings: Settings, source: SourceSettings, storage: Storage,
-        catalog: Callable[[], Catalog], dry_run: bool, say: Say, lease: Lease | None = None,
+        catalog: Callable[[], Catalog], dry_run: bool, say: Say, now: datetime,
     ) -> None:  # fmt: skip
         self.settings, self.source, self.storage = settings, source, storage
         self.catalog, self.dry_run, self.say = catalog, dry_run, say
-        self.lake = settings.lake.root
+        self.lake, self.now = settings.lake.root, now
+        self.result = RetentionResult(source.slug)
         # on an object store: before each deletion, a holder that lost the source's lease stops
-        self.check = lease.check if lease is not None else lambda: None
+        self.check: Callable[[], None] = Hold().check
+
+    def run(self, hold: Hold) -> RetentionResult:
+        self.check = hold.check
+        retention, result, now = self.settings.retention, self.result, self.now
+        if retention.archive_days:
+            self.archive(now - timedelta(days=retention.archive_days), result)
+            self.dedupe_index(now - timedelta(days=retention.archive_days), result)
+        if retention.table_days:
+            self.tables(now - timedelta(days=retention.table_days), result)
+        if not result.expired:
+            result.status = Status.NOTHING
+        return result
+
+    def failed(self, status: Status, exc: BaseException) -> RetentionResult:
+        """The result of a busy or failed source: what was deleted before the failure stays listed."""
+        self.result.status, self.result.error = status, error_text(status, exc)
+        return self.result
 
     def archive(self, cutoff: datetime, result: RetentionResult) -> None:
         """Delete the synced archive files of the received days that ended before ``cutoff``."""
@@ -184,7 +188,7 @@ class SourceRetention:
         location = to_location(spec.location)
         keys = spec.partition_keys
         folders = {}
-        for folder, infos in layout.partition_listing(self.storage, location, len(keys)).items():
+        for folder, infos in partitions.partition_listing(self.storage, location, len(keys)).items():
             values = layout.partition_values(location, folder, keys)
             if values is not None and _ended_before(keys, values, cutoff):
                 folders[values] = (folder, list(infos.values()))

@@ -26,8 +26,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eventlake import layout
-from eventlake.catalog import TableSpec, load_catalog
+from eventlake import layout, partitions
+from eventlake.catalog import Catalog, TableSpec, load_catalog
 from eventlake.catalog.schema_file import read_schema_file, source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
@@ -35,11 +35,10 @@ from eventlake.progress import Say
 from eventlake.schema import TYPES, cast_value
 from eventlake.schema.arrow import ARROW_TYPES
 from eventlake.storage import Storage, to_location
-from eventlake.sync.commit import apply
-from eventlake.sync.lock import source_lock
 from eventlake.sync.manifest import CHECK, RETYPE, Manifest, PartitionRewrite, TableEntry
 from eventlake.sync.quarantine import quarantine_table, rows_table, value_row
-from eventlake.sync.rewrite import finish_rewrite
+from eventlake.sync.rewrite import finish_rewrite, stage_output
+from eventlake.sync.runner import Hold, publish, run_source
 from eventlake.sync.stage import REPLACE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc
@@ -65,38 +64,39 @@ def set_column_type(
         raise UsageError(
             f"name the table as DATABASE.TABLE (e.g. web.track_order_completed), not {qualified!r}"
         )
-    lake = settings.lake.root
     storage = settings.lake.storage()
     source = _source_of(settings, storage, database, table)
     catalog = load_catalog(settings, spark)
-    lease_seconds = settings.sync.lease_seconds
-    # no sync of this source meanwhile
-    with source_lock(storage, lake, source.slug, source.id, True, say, lease_seconds) as lease:
-        state = SyncState(storage, lake, source.id)
-        for pending in state.pending():  # an interrupted sync or set-type goes first
-            say(f"{source.slug}: completing interrupted run {pending.run_id}")
-            apply(pending, catalog, state, storage, lake)
-        columns = catalog.table_columns(database, table)
-        if columns is None:
-            raise UsageError(f"no table {qualified} (tables: {', '.join(catalog.list_tables(database))})")
-        types = dict(columns)
-        if column not in types:
-            raise UsageError(f"{qualified} has no column {column!r} (columns: {', '.join(types)})")
-        old = types[column]
-        described = read_schema_file(storage, layout.schema_file(lake, database, table), lake)
-        spec = replace(described, columns=tuple((n, kind if n == column else t) for n, t in columns))
-        stage = RunStage(
-            lake, source.id, source.dir_name, new_run_id(now_utc(), "retype-"), spec.partition_keys
-        )
-        staged, rewrites, rewritten, rejected = _stage_rewrites(storage, stage, spec, table, column, kind)
-        if old != kind:
-            say(f"{qualified}.{column}: {old} -> {kind} in the catalog")
-        manifest = _manifest(stage, source, spec, staged, rewrites, rejected)
-        if lease is not None:
-            lease.check()
-        state.write_pending(manifest)
-        apply(manifest, catalog, state, storage, lake)
-        say(f"{table}.{column}: {rewritten} files rewritten, {rejected} values quarantined")
+
+    def work(hold: Hold) -> RetypeResult:  # no sync of this source meanwhile
+        return _retype(settings, storage, catalog, source, hold, qualified, column, kind, say)
+
+    return run_source(settings, storage, source, work, catalog=lambda: catalog, say=say)
+
+
+def _retype(
+    settings: Settings, storage: Storage, catalog: Catalog, source: SourceSettings, hold: Hold,
+    qualified: str, column: str, kind: str, say: Say,
+) -> RetypeResult:  # fmt: skip
+    database, _, table = qualified.partition(".")
+    lake = settings.lake.root
+    state = SyncState(storage, lake, source.id)
+    columns = catalog.table_columns(database, table)
+    if columns is None:
+        raise UsageError(f"no table {qualified} (tables: {', '.join(catalog.list_tables(database))})")
+    types = dict(columns)
+    if column not in types:
+        raise UsageError(f"{qualified} has no column {column!r} (columns: {', '.join(types)})")
+    old = types[column]
+    described = read_schema_file(storage, layout.schema_file(lake, database, table), lake)
+    spec = replace(described, columns=tuple((n, kind if n == column else t) for n, t in columns))
+    stage = RunStage(lake, source.id, source.dir_name, new_run_id(now_utc(), "retype-"), spec.partition_keys)
+    staged, rewrites, rewritten, rejected = _stage_rewrites(storage, stage, spec, table, column, kind)
+    if old != kind:
+        say(f"{qualified}.{column}: {old} -> {kind} in the catalog")
+    manifest = _manifest(stage, source, spec, staged, rewrites, rejected)
+    publish(manifest, hold, state, storage, lake, catalog)
+    say(f"{table}.{column}: {rewritten} files rewritten, {rejected} values quarantined")
     return RetypeResult(qualified, column, old, kind, rewritten, rejected)
 
 
@@ -138,7 +138,7 @@ def _stage_rewrites(
     """Stage a new version of every data file of the table whose ``column`` is not yet of type
     ``kind``, and the values that do not fit it (one quarantine file): on a local disk each file
     replaces the old one in place; elsewhere each partition holding such a file is rewritten whole
-    (a new version folder, see :mod:`eventlake.layout`). Returns the staged files, the rewrites,
+    (a new version folder, see :mod:`eventlake.sync.rewrite`). Returns the staged files, the rewrites,
     the files rewritten and the values quarantined."""
     target = ARROW_TYPES[kind]
     location = to_location(spec.location)
@@ -148,11 +148,11 @@ def _stage_rewrites(
     rewrites: list[PartitionRewrite] = []
     rejected: list[tuple[Any, ...]] = []
     count = 0
-    listing = layout.partition_listing(storage, location, len(spec.partition_keys))
+    listing = partitions.partition_listing(storage, location, len(spec.partition_keys))
     for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
         outputs: list[str] = []
         replaced: list[str] = []
-        for name in layout.partition_files(storage, folder, infos):
+        for name in partitions.partition_files(storage, folder, infos):
             info = infos[name]
             data = pq.read_table(pa.BufferReader(storage.read(info.path)))
             index = data.schema.get_field_index(column)
@@ -181,14 +181,12 @@ def _stage_rewrites(
                 stage.write_parquet(storage, rewritten, data)
                 staged.append(rewritten)
                 continue
-            with storage.open_write(stage.rewrite_folder(folder) / info.path.name) as handle:
-                pq.write_table(data, handle, compression="snappy")
-            outputs.append(info.path.name)
+            outputs.append(stage_output(storage, stage, folder, info.path.name, data))
             replaced.append(name)
         if replaced:
             rewrites.append(
                 finish_rewrite(
-                    storage, stage, folder, stage.rewrite_folder(folder), infos, outputs, replaced,
+                    storage, stage, folder, infos, outputs, replaced,
                     rewrite_id, spec,
                 )
             )  # fmt: skip

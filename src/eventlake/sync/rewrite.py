@@ -3,7 +3,20 @@ set-type``), in one place: the staged content's commit marker and where it goes
 (:func:`finish_rewrite`), the switch of readers to it (:func:`apply_rewrite`: one folder swap on a
 local disk; on an object store a version folder, then the catalog's partition location moved to it
 by :func:`switch_location`), and the old files deleted once ``sync.rewrite_grace_minutes`` passed
-(:func:`retire`, :func:`drop_retired`). What readers see is in :mod:`eventlake.layout`.
+(:func:`retire`, :func:`drop_retired`). The names (version folders, markers) are in
+:mod:`eventlake.layout`; which files readers take as data, in :mod:`eventlake.partitions`.
+
+A rewrite stages the partition's new content (:func:`stage_output`, :func:`finish_rewrite`) and
+then, on a local disk, swaps the staged folder with the partition folder in one
+``renameat2(RENAME_EXCHANGE)``: any reader that lists the folder (Spark through the metastore, Hive,
+DuckDB) sees the old files or the new ones, and the catalog's location does not change. On an object
+store (or a disk that cannot exchange folders) it publishes the new content into a new version
+folder ``_v-<number>-<rewrite>/`` inside the partition folder, with the files the partition keeps
+copied there, then the marker (eventlake's readers switch here), then moves the partition's location
+in the catalog to the version folder in one call (Glue UpdatePartition, Hive ``ALTER TABLE ...
+PARTITION ... SET LOCATION``: readers through the catalog switch here). The old files stay for
+``sync.rewrite_grace_minutes`` (recorded in ``_state/retired/<source-id>/``), for queries still
+reading them.
 """
 
 from __future__ import annotations
@@ -13,14 +26,17 @@ import ctypes.util
 import errno
 import os
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.catalog import Catalog, TableSpec
+from eventlake.progress import Say
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.local import fsync_dir
 from eventlake.sync.manifest import PartitionRewrite
@@ -28,26 +44,36 @@ from eventlake.sync.stage import RunStage
 from eventlake.timestamps import format_timestamp, now_utc, parse_timestamp
 
 
+def stage_output(storage: Storage, stage: RunStage, folder: Location, name: str, table: pa.Table) -> str:
+    """Write one new file of partition ``folder`` into the rewrite's staged content (Parquet,
+    snappy, as a sync writes); returns its name, one of the ``outputs`` of :func:`finish_rewrite`."""
+    with storage.open_write(stage.rewrite_folder(folder) / name) as handle:
+        pq.write_table(table, handle, compression="snappy")
+    return name
+
+
 def finish_rewrite(
-    storage: Storage, stage: RunStage, folder: Location, staged: Location, names: Collection[str],
-    outputs: list[str], replaced: list[str], rewrite_id: str | None = None, table: TableSpec | None = None,
+    storage: Storage, stage: RunStage, folder: Location, names: Collection[str], outputs: list[str],
+    replaced: list[str], rewrite_id: str | None = None, table: TableSpec | None = None,
 ) -> PartitionRewrite:  # fmt: skip
-    """Stage the commit marker of a partition folder whose files ``replaced`` give way to the
-    ``outputs`` staged in ``staged`` (compaction, replay, user deletion, set-type). ``names``: every
-    file in the folder now (relative to it, as :func:`eventlake.layout.partition_listing` gives
-    them); an older compaction's marker is replaced too once none of its outputs stays; the other
-    data files are kept. ``rewrite_id``: the ``compact-`` id naming the outputs, the marker and the
-    version folder (default: the stage's run). ``table``: the catalog's table of the partition,
-    whose location moves when the partition moves to a version folder."""
+    """Stage the commit marker of a partition folder whose files ``replaced`` give way to the ``outputs``
+    staged in its rewrite folder (``stage.rewrite_folder(folder)``: compaction, replay, user
+    deletion, set-type). ``names``: every file in the folder now (relative to it, as
+    :func:`eventlake.partitions.partition_listing` gives them); an older compaction's marker is
+    replaced too once none of its outputs stays; the other data files are kept. ``rewrite_id``: the
+    ``compact-`` id naming the outputs, the marker and the version folder (default: the stage's
+    run). ``table``: the catalog's table of the partition, whose location moves when the partition
+    moves to a version folder."""
     replaced = list(replaced)
     for name in names:
         run = layout.marker_run_id(name)
         if run is not None and all(n in replaced for n in names if layout.output_run_id(n) == run):
             replaced.append(name)
     rewrite_id = rewrite_id or stage.run_id
+    staged = stage.rewrite_folder(folder)
     marker = layout.compaction_marker_name(rewrite_id)
-    kept = [n for n in layout.partition_files(storage, folder, names) if n not in replaced]
-    storage.write(staged / marker, layout.marker_document(rewrite_id, outputs, replaced))
+    kept = [n for n in partitions.partition_files(storage, folder, names) if n not in replaced]
+    storage.write(staged / marker, partitions.marker_document(rewrite_id, outputs, replaced))
     values = None
     if table is not None:
         values = layout.partition_values(to_location(table.location), folder, table.partition_keys)
@@ -64,7 +90,7 @@ def finish_rewrite(
 
 def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> bool:
     """Switch a partition folder from the files ``rewrite`` replaces to its new ones, so that a
-    reader sees one set or the other (see :mod:`eventlake.layout`). True when the partition moved
+    reader sees one set or the other (see the module's description). True when the partition moved
     to a version folder (its location in the catalog is to follow: :func:`switch_location`).
 
     The marker says the switch is done, so a rerun never switches twice. On an object store the new
@@ -94,6 +120,27 @@ def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> bool:
         storage.commit([folder / rewrite.marker])
     drop_replaced(storage, folder, rewrite.replaced)
     return False
+
+
+def switch_partitions(
+    storage: Storage, rewrites: Sequence[PartitionRewrite], catalog: Callable[[], Catalog]
+) -> tuple[list[PartitionRewrite], list[PartitionRewrite]]:
+    """Switch a run's rewritten partitions (:func:`apply_rewrite`), then move the catalog's location
+    of each that moved to a version folder (:func:`switch_location`: readers through the catalog
+    switch here, a partition at a time). Returns the partitions moved (for :func:`retire`) and
+    those whose table is not in the catalog yet (a table the run creates: :func:`switch_later`,
+    once it is)."""
+    moved = [rewrite for rewrite in rewrites if apply_rewrite(storage, rewrite)]
+    later = [rewrite for rewrite in moved if rewrite.table and not switch_location(catalog(), rewrite)]
+    return moved, later
+
+
+def switch_later(catalog: Catalog, later: Sequence[PartitionRewrite], say: Say) -> None:
+    """:func:`switch_location` of the partitions whose table the run has just registered; one
+    whose table is still not there is said (its version folder is not registered)."""
+    for rewrite in later:
+        if not switch_location(catalog, rewrite):
+            say(f"{rewrite.database}.{rewrite.table}: not in the catalog, {rewrite.version} not registered")
 
 
 def switch_location(catalog: Catalog, rewrite: PartitionRewrite) -> bool:

@@ -1,0 +1,126 @@
+"""A table's partition folders as every reader in eventlake sees them, read through
+:mod:`eventlake.storage`: their files (:func:`partition_listing`, :func:`folder_names`), which of
+them are data (:func:`partition_files`, :func:`table_data_files`: the rule of
+:func:`eventlake.layout.partition_data`), where a partition's data is now (:func:`current_folder`),
+and the commit marker's content (:func:`marker_document`, :func:`marker_replaced`), which
+:mod:`eventlake.sync.rewrite` writes when it rewrites a partition. The names are in
+:mod:`eventlake.layout`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+import orjson
+
+from eventlake import layout
+from eventlake.layout import current_version, partition_data, version_number
+from eventlake.storage.base import FileInfo, Storage
+from eventlake.storage.location import Location, relative_to
+
+
+def marker_document(run_id: str, files: Iterable[str], replaced: Iterable[str]) -> bytes:
+    """A rewrite's commit marker: its outputs and the names they replace, in one folder."""
+    document = {"run_id": run_id, "files": sorted(files), "replaced": sorted(replaced)}
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2)
+
+
+def marker_replaced(data: bytes) -> list[str]:
+    """The names a marker's rewrite replaced."""
+    return list(orjson.loads(data)["replaced"])
+
+
+def partition_files(storage: Storage, folder: Location, names: Collection[str]) -> list[str]:
+    """:func:`~eventlake.layout.partition_data` of one partition folder whose files are ``names``
+    (relative to it, as :func:`partition_listing` gives them), reading its markers through
+    ``storage``."""
+    return partition_data(names, lambda marker: marker_replaced(storage.read(folder / marker)))
+
+
+def partition_listing(
+    storage: Storage, location: Location, depth: int
+) -> dict[Location, dict[str, FileInfo]]:
+    """Every file (data, markers, anything else not hidden) of each partition folder of a table
+    with ``depth`` partition keys, by folder and name relative to the folder (a version folder's
+    files as ``_v-.../name``): one listing of the table."""
+    folders: dict[Location, dict[str, FileInfo]] = {}
+    for info in storage.list(location, "*/" * depth + "**/*"):
+        parts = relative_to(info.path, location).as_posix().split("/")
+        if len(parts) == depth + 1:
+            folders.setdefault(info.path.parent, {})[parts[-1]] = info
+        elif len(parts) == depth + 2 and version_number(parts[depth]) is not None:
+            folders.setdefault(info.path.parent.parent, {})[f"{parts[depth]}/{parts[-1]}"] = info
+    return folders
+
+
+def folder_names(storage: Storage, folder: Location) -> dict[str, FileInfo]:
+    """The files of one partition folder, by name relative to it (as :func:`partition_listing`)."""
+    found = {}
+    for info in storage.list(folder, "**/*"):
+        parts = relative_to(info.path, folder).as_posix().split("/")
+        if len(parts) == 1 or (len(parts) == 2 and version_number(parts[0]) is not None):
+            found["/".join(parts)] = info
+    return found
+
+
+def current_folder(storage: Storage, folder: Location) -> Location:
+    """Where a partition's data is now: its current version folder, or the folder itself."""
+    version = current_version(folder_names(storage, folder))
+    return folder / version if version is not None else folder
+
+
+def table_data_files(storage: Storage, location: Location, depth: int) -> list[FileInfo]:
+    """Every data file of a table (``depth`` partition keys), by the rule of
+    :func:`~eventlake.layout.partition_data`, in path order: what a reader of the table reads."""
+    found = []
+    for folder, infos in partition_listing(storage, location, depth).items():
+        found += [infos[name] for name in partition_files(storage, folder, infos)]
+    return sorted(found, key=lambda f: f.path)
+
+
+# -- report folders (the reports table's partitions) ---------------------------------------------
+
+
+def report_folder_names(storage: Storage, folder: Location) -> dict[str, FileInfo]:
+    """The files of one source's day folder by name relative to it: its own, its version folders'
+    and the per-run folders' of a lake written before the merge (one listing)."""
+    found = {}
+    for info in storage.list(folder, "**/*"):
+        name = relative_to(info.path, folder).as_posix()
+        if layout.in_report_folder(name):
+            found[name] = info
+    return found
+
+
+def report_day_files(
+    storage: Storage, lake: Location, day: str, source_id: str | None = None
+) -> list[Location]:
+    """The report files of one UTC day (of one source, or every source's), by
+    :func:`~eventlake.layout.report_folder_files`, sorted: one listing of the day's folder."""
+    return _report_files(storage, layout.report_day_dir(lake, day), f"source={source_id or '*'}/**/*", 1)
+
+
+def every_report_file(storage: Storage, lake: Location) -> list[Location]:
+    """Every report file of the lake (every day, every source), sorted: one listing of all."""
+    return report_table_files(storage, layout.reports_root(lake))
+
+
+def report_table_files(storage: Storage, location: Location) -> list[Location]:
+    """:func:`every_report_file` under the reports table's ``location``."""
+    return _report_files(storage, location, "day=*/source=*/**/*", 2)
+
+
+def _report_files(storage: Storage, root: Location, pattern: str, depth: int) -> list[Location]:
+    folders: dict[Location, dict[str, FileInfo]] = {}
+    for info in storage.list(root, pattern):
+        parts = relative_to(info.path, root).as_posix().split("/")
+        folder, name = root, "/".join(parts[depth:])
+        for part in parts[:depth]:
+            folder = folder / part
+        if layout.in_report_folder(name):
+            folders.setdefault(folder, {})[name] = info
+    found = []
+    for folder, names in folders.items():
+        replaced = lambda marker, folder=folder: marker_replaced(storage.read(folder / marker))  # noqa: E731
+        found += [names[n].path for n in layout.report_folder_files(names, replaced)]
+    return sorted(found)

@@ -1,0 +1,187 @@
+"""The one per-source loop of every job that changes a source's lake (sync, replay, compaction,
+retention, user deletion, ``schema set-type``, adoption).
+
+:func:`run_source` takes the source's lock (a lease on an object store, :mod:`.lock`), rolls the
+interrupted runs forward (:func:`roll_forward`), runs the job, and turns a busy source into
+:attr:`Status.SKIPPED` and a failure into :attr:`Status.FAILED` (or lets them raise, for a
+one-source command). A job publishes through :func:`publish`, which checks the lease first: a
+holder that lost it publishes nothing. :func:`exit_code` is what the CLI exits with for the
+results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import Enum
+from typing import Protocol, TypeVar
+
+from eventlake import layout
+from eventlake.catalog import Catalog
+from eventlake.config import Settings, SourceSettings
+from eventlake.progress import Say
+from eventlake.storage import Location, Storage
+from eventlake.storage.lease import Lease
+from eventlake.sync.commit import apply
+from eventlake.sync.lock import SyncBusyError, source_lock
+from eventlake.sync.manifest import Manifest
+from eventlake.sync.rewrite import drop_retired
+from eventlake.sync.state import SyncState
+
+R = TypeVar("R")
+
+
+class Status(str, Enum):  # enum.StrEnum once Python 3.10 is dropped
+    """A source's outcome, as the reports table, the console and the CLI show it."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    SUCCESS = "Success"
+    PARTIAL = "Partial Success"  # some tables failed (the table limit)
+    NOTHING = "Nothing to do"
+    SKIPPED = "Skipped: already running"  # another process holds the source's lock (--no-wait)
+    DISABLED = "Skipped: disabled"  # a source with enabled = false: collected and archived, not synced
+    FAILED = "Failed"
+
+
+class SourceResult(Protocol):
+    """What every job's result says about its source (the rest is the job's own counts)."""
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def error(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A job's hold on its source: the lease on an object store (None on a local lake, where the
+    kernel's lock cannot be lost) and the interrupted runs completed on taking it."""
+
+    lease: Lease | None = None
+    completed: tuple[Manifest, ...] = ()
+
+    def check(self) -> None:
+        """Raise :class:`~eventlake.storage.lease.LeaseLostError` when the lease was lost (another
+        process took the source over): call before each change."""
+        if self.lease is not None:
+            self.lease.check()
+
+
+def run_source(
+    settings: Settings, storage: Storage, source: SourceSettings, work: Callable[[Hold], R], *,
+    failed: Callable[[Status, BaseException], R] | None = None, what: str = "",
+    catalog: Callable[[], Catalog] | None = None, before: Callable[[], object] | None = None,
+    wait: bool = True, say: Say,
+) -> R:  # fmt: skip
+    """Run ``work`` on ``source`` holding its lock; ``wait``: wait for the holder (else busy).
+
+    ``catalog``: the runs a crash interrupted are completed first (:func:`roll_forward`; None: the
+    job does not need them completed). ``before``: done first, before the lock is taken (a user
+    deletion suppresses the user at once). ``failed``: the job's result for a source that is busy
+    (:attr:`Status.SKIPPED`, said) or whose job raised (:attr:`Status.FAILED`, said as
+    "``<what>`` failed"), so that a loop over sources goes on; None: both raise (one-source
+    commands: :class:`~eventlake.sync.lock.SyncBusyError` exits 75)."""
+    try:
+        if before is not None:
+            before()
+        with source_lock(
+            storage, settings.lake.root, source.slug, source.id, wait, say, settings.sync.lease_seconds
+        ) as lease:
+            completed: tuple[Manifest, ...] = ()
+            if catalog is not None:
+                tell: Say = lambda line: say(f"{source.slug}: {line}")  # noqa: E731
+                grace = timedelta(minutes=settings.sync.rewrite_grace_minutes)
+                completed = roll_forward(storage, settings.lake.root, source.id, catalog, grace, tell)
+            return work(Hold(lease, completed))
+    except SyncBusyError as exc:
+        if failed is None:
+            raise
+        say(f"{source.slug}: {exc}")
+        return failed(Status.SKIPPED, exc)
+    except Exception as exc:  # said and returned: the caller goes on with the next source
+        if failed is None:
+            raise
+        say(f"{source.slug}: {what} failed: {type(exc).__name__}: {exc}")
+        return failed(Status.FAILED, exc)
+
+
+def error_text(status: Status, exc: BaseException) -> str:
+    """A busy or failed source's ``error``: why it was busy, or the failure with its type."""
+    return str(exc) if status == Status.SKIPPED else f"{type(exc).__name__}: {exc}"
+
+
+def roll_forward(
+    storage: Storage, lake: Location, source_id: str, catalog: Callable[[], Catalog], grace: timedelta,
+    say: Say,
+) -> tuple[Manifest, ...]:  # fmt: skip
+    """Complete the source's interrupted runs (their manifests are pending), drop the staging of
+    runs killed before their manifest, and delete the old files of rewritten partitions retired
+    more than ``grace`` ago. Returns the manifests completed. ``catalog`` is called only for a
+    manifest that needs it (a compaction's registers nothing)."""
+    state = SyncState(storage, lake, source_id)
+    completed = []
+    for manifest in state.pending():
+        say(f"completing interrupted run {manifest.run_id}")
+        apply(manifest, catalog() if manifest.tables else None, state, storage, lake, load_catalog=catalog)
+        completed.append(manifest)
+    storage.delete_tree(layout.stage_root(lake, source_id))  # crashed runs' output
+    drop_retired(storage, lake, source_id, grace)  # rewritten partitions' old files
+    return tuple(completed)
+
+
+def publish(
+    manifest: Manifest, hold: Hold, state: SyncState, storage: Storage, lake: Location,
+    catalog: Catalog | None = None, *, load_catalog: Callable[[], Catalog] | None = None,
+) -> None:  # fmt: skip
+    """Commit a run: check the lease (a holder that lost it publishes nothing), write the manifest
+    (from here the run is completed by the next one if killed), then apply it."""
+    hold.check()
+    state.write_pending(manifest)
+    apply(manifest, catalog, state, storage, lake, load_catalog=load_catalog)
+
+
+EXIT_FAILED = 1
+EXIT_BUSY = SyncBusyError.exit_code  # 75, EX_TEMPFAIL: try again later
+
+
+def exit_code(results: Iterable[SourceResult]) -> int:
+    """The exit code of a command over sources: 1 when one failed, else 75 when one was busy
+    (skipped: try again later), else 0.
+
+    >>> from types import SimpleNamespace as R
+    >>> exit_code([R(status=Status.SUCCESS), R(status=Status.SKIPPED), R(status="Failed")])
+    1
+    >>> exit_code([R(status=Status.NOTHING), R(status=Status.SKIPPED)]), exit_code([])
+    (75, 0)
+    """
+    statuses = [r.status for r in results]
+    if Status.FAILED in statuses:
+        return EXIT_FAILED
+    if Status.SKIPPED in statuses:
+        return EXIT_BUSY
+    return 0
+
+
+def busy_sources(results: Iterable[SourceResult]) -> list[str]:
+    """The sources skipped because another process held them."""
+    return [r.source for r in results if r.status == Status.SKIPPED]
+
+
+__all__ = [
+    "Hold",
+    "SourceResult",
+    "Status",
+    "busy_sources",
+    "error_text",
+    "exit_code",
+    "publish",
+    "roll_forward",
+    "run_source",
+]
