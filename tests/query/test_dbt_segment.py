@@ -149,7 +149,9 @@ def test_dbt_labs_segment_sessions_on_both_engines(tmp_path: Path) -> None:
     # the example project, with the vendored packages in place of the hub's
     dbt_project = tmp_path / "dbt-segment"
     shutil.copytree(
-        EXAMPLES / "dbt-segment", dbt_project, ignore=shutil.ignore_patterns("target", "dbt_packages")
+        EXAMPLES / "dbt-segment",
+        dbt_project,
+        ignore=shutil.ignore_patterns("target", "dbt_packages", "logs", "package-lock.yml"),
     )
     (dbt_project / "packages.yml").write_text(
         f"packages:\n  - local: {PACKAGES / 'segment'}\n  - local: {PACKAGES / 'dbt_utils'}\n"
