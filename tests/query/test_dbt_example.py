@@ -6,26 +6,17 @@ JDBC URL by beeline (the Hive JDBC driver of the pyspark wheel)."""
 
 from __future__ import annotations
 
-import gzip
-import signal
-import subprocess
-import sys
-import time
-from datetime import datetime
 from pathlib import Path
 
 import duckdb
-import orjson
 import pyspark
 import pytest
 
-from eventlake import layout
 from eventlake.config import load_settings
 from eventlake.query import run_query
-from eventlake.spec import enrich
-from eventlake.storage import LocalStorage
-from eventlake.timestamps import day_start_ms, parse_timestamp
-from tests.collect.harness import EVENTLAKE, clean_environment, free_port, make_project
+from eventlake.timestamps import parse_timestamp
+from tests.collect.harness import make_project
+from tests.query.dbt_harness import archive, dbt, dbt_environment, eventlake, run, thrift_server
 
 pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).resolve().parents[2] / "examples" / "dbt"
@@ -86,32 +77,11 @@ FROM g GROUP BY who ORDER BY who
 """
 
 
-def _archive(project, received: datetime) -> None:
-    lines = [orjson.dumps(enrich(m, received_at=received, source_id=project.source_id)) for m in MESSAGES]
-    path = layout.archive_file(project.lake, project.source_id, day_start_ms(received), "dbt-example")
-    LocalStorage().write(path, gzip.compress(b"".join(line + b"\n" for line in lines)))
-
-
-def _run(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> str:
-    done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{args}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
-
-
-def _dbt(target: str, env: dict[str, str], tmp: Path) -> None:
-    dbt = str(Path(sys.executable).parent / "dbt")
-    args = [dbt, "build", "--target", target, "--project-dir", str(PROJECT), "--profiles-dir", str(PROJECT),
-            "--target-path", str(tmp / f"dbt-{target}"),
-            "--log-path", str(tmp / f"dbt-{target}-logs")]  # fmt: skip
-    out = _run(args, env, tmp)
-    assert "Completed successfully" in out and "ERROR=0" in out, out
-
-
 def test_the_example_dbt_project_on_both_engines(tmp_path: Path) -> None:
     project = make_project(tmp_path / "mylake")
-    _archive(project, RECEIVED)
-    env = clean_environment() | {"DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-    _run([str(EVENTLAKE), "--config", str(project.config), "sync"], env, project.root)
+    archive(project, MESSAGES, RECEIVED, "dbt-example")
+    env = dbt_environment()
+    eventlake(project, "sync", env=env)
     settings = load_settings(project.config, environ={})
 
     def plain(sql: str) -> list[tuple]:
@@ -123,37 +93,35 @@ def test_the_example_dbt_project_on_both_engines(tmp_path: Path) -> None:
 
     # dbt-duckdb, over the lake's DuckDB file
     lake_file = tmp_path / "lake.duckdb"
-    _run(
-        [str(EVENTLAKE), "--config", str(project.config), "catalog", "duckdb", str(lake_file)],
-        env,
-        project.root,
+    eventlake(project, "catalog", "duckdb", str(lake_file), env=env)
+    dbt(
+        "build",
+        PROJECT,
+        PROJECT,
+        env | {"EVENTLAKE_DUCKDB_FILE": str(lake_file)},
+        tmp_path,
+        "--target",
+        "duckdb",
     )
-    _dbt("duckdb", env | {"EVENTLAKE_DUCKDB_FILE": str(lake_file)}, tmp_path)
     on_duckdb = _results(duckdb.connect(str(lake_file), read_only=True))
     assert on_duckdb["daily_active_users"] == [(str(d), n) for d, n in dau]
     assert on_duckdb["funnel"] == [(1, "product_viewed", viewed), (2, "order_completed", ordered)]
     assert on_duckdb["sessions"] == sessions
     # written again after a sync, the file keeps dbt's schema
-    _run(
-        [str(EVENTLAKE), "--config", str(project.config), "catalog", "duckdb", str(lake_file)],
-        env,
-        project.root,
-    )
+    eventlake(project, "catalog", "duckdb", str(lake_file), env=env)
     assert _results(duckdb.connect(str(lake_file), read_only=True)) == on_duckdb
 
     # dbt-spark, through `eventlake thrift`; the same answers
-    port = free_port()
-    thrift = subprocess.Popen(
-        [str(EVENTLAKE), "--config", str(project.config), "thrift", "--port", str(port)],
-        env=env, cwd=project.root, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300
-        for line in thrift.stderr:
-            if "Thrift server ready" in line or time.monotonic() > deadline:
-                break
-        assert thrift.poll() is None, "eventlake thrift exited"
-        _dbt("spark", env | {"EVENTLAKE_THRIFT_PORT": str(port)}, tmp_path)
+    with thrift_server(project, env) as port:
+        dbt(
+            "build",
+            PROJECT,
+            PROJECT,
+            env | {"EVENTLAKE_THRIFT_PORT": str(port)},
+            tmp_path,
+            "--target",
+            "spark",
+        )
         from pyhive import hive
 
         on_spark = _results(hive.connect(host="127.0.0.1", port=port).cursor())
@@ -162,11 +130,8 @@ def test_the_example_dbt_project_on_both_engines(tmp_path: Path) -> None:
         url = f"jdbc:hive2://127.0.0.1:{port}/default"
         beeline = [str(SPARK_HOME / "bin" / "beeline"), "-u", url, "--outputformat=csv2", "-e",
                    "SELECT count(*) AS n FROM web.tracks"]  # fmt: skip
-        out = _run(beeline, env | {"SPARK_HOME": str(SPARK_HOME)}, tmp_path, timeout=120)
+        out = run(beeline, env | {"SPARK_HOME": str(SPARK_HOME)}, tmp_path, timeout=120)
         assert out.strip().splitlines()[-1] == str(sum(1 for m in MESSAGES if m["type"] == "track"))
-    finally:
-        thrift.send_signal(signal.SIGTERM)
-        thrift.wait(timeout=120)
 
 
 def _results(cursor) -> dict[str, list[tuple]]:
