@@ -9,8 +9,11 @@ INSTALLED := $(VENV)/.installed
 demo: java $(INSTALLED)  ## the demo needs only Java and the Python packages
 	$(BIN)/python scripts/demo.py
 
+# the tiers run in parallel worker processes: tests sharing a server stay on one (tests/README.md)
+PYTEST_WORKERS ?= 4
+
 test: setup lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 lint: setup
 	$(BIN)/ruff check src tests scripts bench examples

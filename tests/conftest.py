@@ -1,6 +1,11 @@
 """Shared fixtures: one Spark session for the whole run, and lake projects to sync into.
 
 Tests never read a developer's eventlake.toml or EVENTLAKE_* environment.
+
+In parallel (``pytest -n 4 --dist loadgroup``, as ``make test`` runs them) each worker process has
+its own session-scoped fixtures: its own Spark session, servers and temporary folders. Tests that
+share an expensive server of a few (the catalog's PostgreSQL and MariaDB metastores, the Spark
+standalone cluster) or a module-scoped fixture are kept on one worker: :func:`xdist_group_of`.
 """
 
 from __future__ import annotations
@@ -39,6 +44,55 @@ os.environ.update(
         "AZURE_STORAGE_KEY": AZURITE_KEY,
     }
 )
+
+# fixtures whose servers are started once per worker: the tests that use one stay on one worker
+# (named by fixture, or by a parameter whose value is the fixture's name: the catalog contract)
+SHARED_SERVERS = {
+    "catalog-thrift": {"metastore_command", "hive_thrift"},  # with a PostgreSQL server of its own
+    "catalog-postgres": {"postgres", "postgres_project", "hive_postgres"},
+    "catalog-mariadb": {"mariadb", "mariadb_project", "hive_mariadb"},
+    "spark-cluster": {"spark_cluster", "cluster_moto", "lake_store"},
+}
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The worker group of a test under ``--dist loadgroup``: a shared server's, else its
+    module's when it uses a module-scoped fixture, else none (any worker)."""
+    names = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        names |= {value for value in callspec.params.values() if isinstance(value, str)}
+    for group, fixtures in SHARED_SERVERS.items():
+        if names & fixtures:
+            return group
+    info = getattr(item, "_fixtureinfo", None)
+    if info is not None:
+        for definitions in info.name2fixturedefs.values():
+            if any(definition.scope == "module" for definition in definitions):
+                return item.nodeid.split("::", 1)[0]
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if getattr(config.option, "loadgroup", False):  # set in xdist's workers by --dist loadgroup
+        for item in items:
+            group = xdist_group_of(item)
+            if group is not None:
+                _join_group(item, group)
+
+
+def _join_group(item: pytest.Item, group: str) -> None:
+    """Give ``item`` the node id ``<id>@<group>``, which is how xdist's loadgroup scheduler groups
+    tests. (xdist 3.8 sets that suffix for an ``xdist_group`` mark on ``Item._nodeid``, which
+    pytest 9.2 no longer reads: its node ids are ``Item._id``, a ``NodeId``.)"""
+    nodeid = f"{item.nodeid}@{group}"
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # pytest before 9.2
+        item._nodeid = nodeid
+    else:
+        item._id = NodeId.parse(nodeid)
+
 
 _source_numbers = itertools.count(1)
 _file_numbers = itertools.count(1)

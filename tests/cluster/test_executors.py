@@ -71,7 +71,7 @@ def test_executors_run_the_project_python_with_endpoints_and_no_credentials(
     names = json.dumps([*ENDPOINTS, *CREDENTIALS, "PYSPARK_PYTHON"])
     result = subprocess.run(
         [sys.executable, "-c", PROBE, str(config), names],
-        capture_output=True, text=True, timeout=120, env=env, cwd=config.parent,
+        capture_output=True, text=True, timeout=300, env=env, cwd=config.parent,  # a bound against a hang
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     probe = json.loads(result.stdout.strip().splitlines()[-1])
