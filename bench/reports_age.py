@@ -20,7 +20,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.config import LakeSettings, Settings, SourceSettings
 from eventlake.config.settings import Secret
 from eventlake.console.lake import LakeWatch
@@ -64,7 +64,7 @@ def merge_days(settings: Settings) -> int:
         merge_id = f"compact-{day.replace('-', '')}T235959000Z-0000"
         data = b"".join(storage.read(folder / name) for name in names)
         storage.write(folder / layout.merged_report_name(merge_id), data)
-        marker = layout.marker_document(merge_id, [layout.merged_report_name(merge_id)], names)
+        marker = partitions.marker_document(merge_id, [layout.merged_report_name(merge_id)], names)
         storage.write(folder / layout.compaction_marker_name(merge_id), marker)
         for name in names:
             storage.delete(folder / name)

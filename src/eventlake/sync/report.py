@@ -287,7 +287,7 @@ def write_report_rows(storage: Storage, path: Location, rows: list[dict[str, Any
     :mod:`eventlake.sync.report_days`); today's never was."""
     day = rows[0].get("day") if rows else None
     if day and day < now_utc().strftime("%Y-%m-%d") and layout.is_run_report_name(path.name):
-        path = layout.current_folder(storage, path.parent) / path.name
+        path = partitions.current_folder(storage, path.parent) / path.name
     storage.write(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))
 
 
