@@ -143,5 +143,5 @@ def test_a_sync_on_s3_killed_at_any_commit_step_is_completed_exactly_once(s3_lak
     storage, root = s3_lake.settings.lake.storage(), s3_lake.settings.lake.root
     assert not storage.list(layout.state_dir(root, "pending", s3_lake.source.id), "*")
     assert len(storage.list(layout.state_dir(root, "ledger", s3_lake.source.id), "*.json")) == 1
-    reports = [f for f in storage.list(layout.reports_root(root), "**/report.json")]
+    reports = [f for f in storage.list(layout.reports_root(root), "**/report-*.json")]
     assert len(reports) == 1

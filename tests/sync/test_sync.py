@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import errno
 import os
+import re
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -123,12 +124,13 @@ def test_rerun_without_new_data_changes_nothing(lake, spark):
     lake.archive([track("m1"), track("m2")])
     first = sync(lake, spark)
     before = lake_files(lake)
-    reports_before = sorted(layout.reports_root(lake.settings.lake.root).rglob("report.json"))
+    reports_before = sorted(layout.reports_root(lake.settings.lake.root).rglob("report-*.json"))
+    assert reports_before
     again = sync(lake, spark)
     assert first.rows == 2
     assert again.status == "Nothing to do" and again.rows == 0
     assert lake_files(lake) == before
-    assert sorted(layout.reports_root(lake.settings.lake.root).rglob("report.json")) == reports_before
+    assert sorted(layout.reports_root(lake.settings.lake.root).rglob("report-*.json")) == reports_before
     count = rows(spark, f"SELECT count(*) AS n FROM {lake.source.database}.track_order_completed")
     assert count == [{"n": 2}]
 
@@ -352,8 +354,9 @@ def test_a_store_that_fails_the_run_and_its_report_leaves_the_runs_error(lake, s
     job = SourceSync(spark, catalog, FullDisk(), lake.settings, lake.source, said.append)
     with pytest.raises(Exception, match="No space left on device") as failed:
         job.run()
-    assert "report.json" not in str(failed.value)  # the run's error, not the report's
-    assert any("report.json" in line and "No space left" in line for line in said), said
+    report = re.compile(r"report-[^/]*\.json")  # the run's report file (layout.report_file)
+    assert not report.search(str(failed.value))  # the run's error, not the report's
+    assert any(report.search(line) and "No space left" in line for line in said), said
 
 
 def test_hostile_event_names_stay_inside_their_table(lake, spark):
