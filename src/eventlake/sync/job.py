@@ -77,9 +77,14 @@ class SourceSync:
         """The run, once :func:`~eventlake.sync.runner.run_source` holds the source and completed
         the interrupted runs (their reports say what a rerun published)."""
         completed = [manifest.report for manifest in self.hold.completed]
-        checkpoint_reports(
-            self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, self.hold.check
-        )
+        try:  # like the ledger's checkpoint: the run goes on without it, and the next one tries again
+            checkpoint_reports(
+                self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, self.hold.check
+            )
+        except LeaseLostError:
+            raise
+        except Exception as exc:  # a merge killed or failed at any step is finished by a later one
+            self.say(f"reports checkpoint failed, retried next sync: {type(exc).__name__}: {exc}")
         if self.replay is not None:
             files, *window = replay_files(
                 self.storage, self.lake, self.source.id, self.state.ledger, self.replay
