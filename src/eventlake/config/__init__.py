@@ -23,6 +23,7 @@ from eventlake.config.settings import (
     SparkSettings,
     SyncSettings,
     client_host,
+    is_loopback,
 )
 from eventlake.config.writer import (
     add_source,
@@ -53,6 +54,7 @@ __all__ = [
     "SparkSettings",
     "SyncSettings",
     "client_host",
+    "is_loopback",
     "add_source",
     "load_settings",
     "new_source_id",

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import replace
 from urllib.parse import urlsplit
 
-from eventlake.config.settings import AlertsSettings
+from eventlake.config.settings import AlertsSettings, is_loopback
 from eventlake.errors import ConfigError
 
 EMAIL = re.compile(r"^[^@\s<>,;]+@[^@\s<>,;]+\.[^@\s<>,;]+$")
-
-
-def _loopback(host: str) -> bool:
-    """
-    >>> _loopback("localhost"), _loopback("127.0.0.1"), _loopback("::1"), _loopback("smtp.example.com")
-    (True, True, True, False)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def validate_alerts(alerts: AlertsSettings) -> AlertsSettings:
@@ -71,7 +57,7 @@ def validate_alerts(alerts: AlertsSettings) -> AlertsSettings:
         raise ConfigError(
             f"alerts.{missing}", "is missing", "set both alerts.smtp_user and alerts.smtp_password"
         )
-    if alerts.smtp_password.reveal() and not alerts.starttls and not _loopback(alerts.smtp_host):
+    if alerts.smtp_password.reveal() and not alerts.starttls and not is_loopback(alerts.smtp_host):
         raise ConfigError(
             "alerts.starttls",
             f"false: the SMTP password would cross the network to {alerts.smtp_host} in clear",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -20,6 +21,19 @@ def client_host(host: str) -> str:
     ('127.0.0.1', '::1', '10.0.0.5')
     """
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+
+def is_loopback(host: str) -> bool:
+    """
+    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("::1"), is_loopback("0.0.0.0")
+    (True, True, True, False)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class Secret:

@@ -22,9 +22,9 @@ from starlette.types import ASGIApp
 
 from eventlake import layout
 from eventlake.catalog.schema_file import read_schema_files
-from eventlake.config import Settings
+from eventlake.config import Settings, is_loopback
 from eventlake.console import metrics as sync_metrics
-from eventlake.console.gates import SameSiteGate, TokenGate, is_loopback
+from eventlake.console.gates import SameSiteGate, TokenGate
 from eventlake.console.html import bar_chart, e, int_param, line_chart, link, page, pager, status_badge, table
 from eventlake.console.lake import LakeWatch, Run
 from eventlake.console.query_box import QueryBox

@@ -6,7 +6,6 @@ can reach the console (DNS rebinding, forms posted from elsewhere)."""
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
@@ -52,19 +51,6 @@ class TokenGate:
 
     def _ok(self, given: str) -> bool:
         return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
-
-
-def is_loopback(host: str) -> bool:
-    """
-    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("::1"), is_loopback("0.0.0.0")
-    (True, True, True, False)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})

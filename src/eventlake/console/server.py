@@ -13,10 +13,9 @@ import time
 
 import uvicorn
 
-from eventlake.config import Settings, client_host
+from eventlake.config import Settings, client_host, is_loopback
 from eventlake.config.reload import SourcesWatch
 from eventlake.console.app import create_console
-from eventlake.console.gates import is_loopback
 from eventlake.console.lake import LakeWatch
 from eventlake.errors import UsageError
 from eventlake.progress import Say
