@@ -4,6 +4,8 @@ The flow goes one way: complete interrupted commits -> list the archive files no
 -> stage (parse, validate, flatten -> dedupe -> plan -> write tables, dedupe index and quarantine
 to the run's stage) -> write the commit manifest -> apply it. Each step is its own module:
 :mod:`.transform`, :mod:`.dedupe`, :mod:`.plan`, :mod:`.write`, :mod:`.quarantine`, :mod:`.commit`.
+What a run reads and how it commits is its selection (:mod:`.selection`): a sync's by default; a
+replay (:mod:`.replay`) passes its own, and this module knows nothing of it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from pyspark.sql import functions as F
 from eventlake import layout, partitions
 from eventlake.archive import ArchiveFile, SuppressionList
 from eventlake.catalog import Catalog, TableSpec
-from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say
 from eventlake.storage import Location, Storage, to_location
@@ -30,7 +31,6 @@ from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, 
 from eventlake.sync.plan import TablePlan, count_parsed, observe, plan_tables
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table, stage_invalid_messages
 from eventlake.sync.read import files_frame
-from eventlake.sync.replay import ReplayRange, refuse_adopted, replace_partitions, replay_files
 from eventlake.sync.report import (
     BlockedTable,
     SyncResult,
@@ -45,6 +45,7 @@ from eventlake.sync.report import (
 )
 from eventlake.sync.report_days import checkpoint_reports
 from eventlake.sync.runner import Hold, Status, publish
+from eventlake.sync.selection import NewFiles, Selection
 from eventlake.sync.stage import MESSAGES, TABLE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
 from eventlake.sync.transform import PARSED_SCHEMA, parse_files
@@ -57,7 +58,7 @@ class SourceSync:
 
     def __init__(
         self, spark: SparkSession, catalog: Catalog, storage: Storage, settings: Settings,
-        source: SourceSettings, say: Say, hold: Hold | None = None, replay: ReplayRange | None = None,
+        source: SourceSettings, say: Say, hold: Hold | None = None, selection: Selection | None = None,
     ) -> None:  # fmt: skip
         self.spark, self.catalog, self.storage, self.settings = spark, catalog, storage, settings
         self.source = source
@@ -68,9 +69,7 @@ class SourceSync:
         self.names = self.state.table_names(source.table_prefix)  # adopted SDL names, or eventlake's
         self.hold = hold or Hold()  # the source's lock: its lease checked before anything is published
         self.kept: list[DataFrame] = []  # frames persisted for the run, dropped at its end
-        self.replay = replay  # a replay's range (see :mod:`.replay`); None for a sync
-        self.window: tuple[datetime, datetime] | None = None  # the replay's [start, end)
-        self.segment_types: frozenset[str] | None = None  # a replay of some tables: theirs
+        self.selection: Selection = selection or NewFiles()  # what the run reads, how it commits
         self.failed: SyncResult | None = None  # the reported result of a run that raised
 
     def run(self) -> SyncResult:
@@ -85,33 +84,15 @@ class SourceSync:
             raise
         except Exception as exc:  # a merge killed or failed at any step is finished by a later one
             self.say(f"reports checkpoint failed, retried next sync: {type(exc).__name__}: {exc}")
-        if self.replay is not None:
-            files, *window = replay_files(
-                self.storage, self.lake, self.source.id, self.state.ledger, self.replay
-            )
-            self.window = (window[0], window[1])
-            if self.replay.tables:  # the source's table names, to refuse one it does not have
-                known = [t.name for t in source_tables(
-                    self.storage, self.lake, self.database, self.source.id, self.source.dir_name
-                )]  # fmt: skip
-                self.segment_types = self.replay.segment_types(self.names, known)
-            refuse_adopted(self.storage, self.lake, self.source, self.names, *self.window, self.segment_types)
-        else:
-            files = self._new_files()
+        files = self.selection.files(self)
         start = now_utc()
         run_id = new_run_id(start)
         if not files:
             return completed_result(completed) or SyncResult(
                 self.source.slug, self.source.id, run_id, Status.NOTHING, start, now_utc()
             )
-        doing = (
-            "syncing"
-            if self.window is None
-            else f"replaying {self.window[0]:%Y-%m-%d} to {self.window[1]:%Y-%m-%d} from"
-        )
-        self.say(
-            f"{doing} {len(files)} archive files ({sum(f.size for f in files) / 1e6:.1f} MB), run {run_id}"
-        )
+        megabytes = sum(f.size for f in files) / 1e6
+        self.say(f"{self.selection.doing()} {len(files)} archive files ({megabytes:.1f} MB), run {run_id}")
         stage = RunStage(
             self.lake, self.source.id, self.source.dir_name, run_id,
             layout.partition_columns(self.source.date_partition),
@@ -127,21 +108,6 @@ class SourceSync:
                 frame.unpersist()
         publish(manifest, self.hold, self.state, self.storage, self.lake, self.catalog)
         return result
-
-    def _new_files(self) -> list[ArchiveFile]:
-        """The archive files of the open days that no run has synced; the ledger's checkpoint
-        catches up on the way (see :mod:`.ledger`)."""
-        ledger, now_ms = self.state.ledger, int(now_utc().timestamp() * 1000)
-        view = ledger.read()
-        scan = ledger.scan(view, now_ms)
-        try:  # an optimisation: a sync goes on without it, and the next one tries again
-            if ledger.checkpoint(view, scan, now_ms, self.hold.check):
-                self.say(f"ledger checkpoint: {len(view.runs)} run entries folded")
-        except LeaseLostError:
-            raise
-        except Exception as exc:  # killed or failed at any step, the ledger reads the same (ledger.py)
-            self.say(f"ledger checkpoint failed, retried next sync: {type(exc).__name__}: {exc}")
-        return scan.pending
 
     def _report_failure(
         self, exc: Exception, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
@@ -177,13 +143,7 @@ class SourceSync:
         parse = functools.partial(parse_files, storage=self.storage, pieces=pieces, suppressed=suppressed)
         lines = files_frame(self.spark, [f.path for f in files], sizes=[f.size for f in files])
         parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed")
-        if self.window is not None:  # a replay: the range's messages (and every shape row)
-            received = F.col("received_at")
-            in_range = (received >= F.lit(self.window[0])) & (received < F.lit(self.window[1]))
-            parsed = parsed.filter(F.col("ok").isNull() | in_range)
-            if self.segment_types is not None:  # some tables: their messages only (an invalid
-                # message has no table: the replay keeps its quarantine row, see replace_partitions)
-                parsed = parsed.filter(F.col("ok").isNull() | F.col("segment_type").isin(*self.segment_types))
+        parsed = self.selection.rows(parsed)
         totals, shapes = count_parsed(parsed)
         valid, first_received = totals.get((True, False), (0, None))
         invalid = totals.get((False, False), (0, None))[0]
@@ -191,7 +151,7 @@ class SourceSync:
         valid_rows = parsed.filter(F.col("ok")).drop("ok", "reason", "raw", "types")
         drop = dedupe(
             self.spark, valid_rows, first_received, layout.dedupe_index_dir(self.lake, self.source.id),
-            self.source.dedupe_window_days, self.storage, until=self.window[0] if self.window else None,
+            self.source.dedupe_window_days, self.storage, until=self.selection.until(),
             messages=valid,
         ).toArrow()  # fmt: skip
         deduped = (  # (the positions as a local relation: broadcast without a Spark job)
@@ -211,8 +171,9 @@ class SourceSync:
             self.settings.sync.max_tables_per_database, quarantine, self.say,
         )  # fmt: skip
         positions = drop.column(0).combine_chunks()
+        window = self.selection.window()
         staged = write_tables(
-            self.spark, pieces, plan.schemas, plan.blocked, positions, self.window, stage,
+            self.spark, pieces, plan.schemas, plan.blocked, positions, window, stage,
             self.source.date_partition, self.storage,
         )  # fmt: skip
         _check_written(staged, observed.counts, [*plan.schemas, *plan.blocked])
@@ -227,7 +188,7 @@ class SourceSync:
             rejected_messages=invalid + blocked_messages, suppressed=blocked_users,
             rejected_values=sum(f.rows for f in staged if f.kind == VALUES), notices=plan.notices,
             blocked=tuple(BlockedTable(self.database, t, plan.notices[0]) for t in plan.blocked.values()),
-            replay_from=self.window and self.window[0], replay_to=self.window and self.window[1],
+            replay_from=window and window[0], replay_to=window and window[1],
         )  # fmt: skip
         return self._manifest(result, stage, files, staged, [entry for _, entry in tables]), result
 
@@ -239,19 +200,13 @@ class SourceSync:
             spec = quarantine_table(self.lake, self.database, self.source.id, self.source.table_prefix)
             entries.append(TableEntry(spec, ((stage.run_id,),), CHECK))
         entries.append(TableEntry(reports_table(self.lake), (report_partition(result),), CHECK))
-        rewrites: list = []
-        if self.window is not None:  # a replay replaces the range's partitions and records no file
-            rewrites, staged = replace_partitions(
-                self.storage, stage, self.lake, self.source, self.names, staged, *self.window,
-                self.segment_types, self.database,
-            )  # fmt: skip
-            files = ()
+        commit = self.selection.commit(self, stage, staged, files)
         return Manifest(
             run_id=stage.run_id,
             source_id=self.source.id,
-            files=tuple(f.key for f in files),
-            moves=tuple(self._moves(stage, staged)),
-            rewrites=tuple(rewrites),
+            files=tuple(f.key for f in commit.files),
+            moves=tuple(self._moves(stage, list(commit.moves))),
+            rewrites=commit.rewrites,
             tables=tuple(entries),
             report_path=str(report_path(result, self.lake)),
             report=tuple(report_rows(result, self.lake, self.spark.sparkContext.applicationId)),

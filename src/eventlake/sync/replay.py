@@ -1,9 +1,9 @@
 """Replay: rebuild a source's tables for a received-time range from its raw archive.
 
-A replay is a sync run (:class:`~eventlake.sync.job.SourceSync`) over the archive files the
-ledger says are in the lake, whose day folders touch the range (a day either side, for messages
-sealed across midnight), keeping the messages received in ``[start, end)``, with three
-differences:
+A replay is a sync run (:class:`~eventlake.sync.job.SourceSync`) with its own selection
+(:class:`Replay`, see :mod:`.selection`): the archive files the ledger says are in the lake, whose
+day folders touch the range (a day either side, for messages sealed across midnight), keeping the
+messages received in ``[start, end)``, with three differences:
 
 - **dedupe** within the run and against the dedupe index's ids received before the range (the
   range's own ids are in the index from the syncs that first brought them; the replay adds its
@@ -33,12 +33,14 @@ from datetime import date, datetime, time, timedelta, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from eventlake import layout, partitions
 from eventlake.archive import ArchiveFile, list_archive_files
 from eventlake.archive.days import list_archive_days
 from eventlake.catalog import TableSpec
-from eventlake.catalog.schema_file import is_under, read_schema_files
+from eventlake.catalog.schema_file import is_under, read_schema_files, source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
@@ -50,6 +52,7 @@ from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table
 from eventlake.sync.report import SyncResult
 from eventlake.sync.rewrite import finish_rewrite, stage_output
+from eventlake.sync.selection import Commit, Run
 from eventlake.sync.stage import TABLE, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
 
@@ -127,6 +130,66 @@ def replay_files(
     return [f for f in near if f.key in synced], start, end
 
 
+class Replay:
+    """A replay's selection (see :mod:`.selection`): what :func:`run_replay` runs. Its range and
+    tables are known once :meth:`files` has listed the archive."""
+
+    def __init__(self, wanted: ReplayRange) -> None:
+        self.wanted = wanted
+        self.range: tuple[datetime, datetime] | None = None  # [start, end), set by files()
+        self.segment_types: frozenset[str] | None = None  # a replay of some tables: theirs
+
+    def files(self, run: Run) -> list[ArchiveFile]:
+        """The synced archive files around the range (:func:`replay_files`). Raises
+        :class:`UsageError` for a table the source does not have, or a range holding partitions
+        adopted from Segment Data Lakes (:func:`refuse_adopted`)."""
+        files, start, end = replay_files(run.storage, run.lake, run.source.id, run.state.ledger, self.wanted)
+        self.range = (start, end)
+        if self.wanted.tables:  # the source's table names, to refuse one it does not have
+            known = [t.name for t in source_tables(
+                run.storage, run.lake, run.database, run.source.id, run.source.dir_name
+            )]  # fmt: skip
+            self.segment_types = self.wanted.segment_types(run.names, known)
+        refuse_adopted(run.storage, run.lake, run.source, run.names, start, end, self.segment_types)
+        return files
+
+    def _bounds(self) -> tuple[datetime, datetime]:
+        if self.range is None:
+            raise RuntimeError("the replay's range is known once its files are listed")
+        return self.range
+
+    def doing(self) -> str:
+        start, end = self._bounds()
+        return f"replaying {start:%Y-%m-%d} to {end:%Y-%m-%d} from"
+
+    def rows(self, parsed: DataFrame) -> DataFrame:
+        """The range's messages (and every shape row, whose ``ok`` is null)."""
+        start, end = self._bounds()
+        received = F.col("received_at")
+        in_range = (received >= F.lit(start)) & (received < F.lit(end))
+        parsed = parsed.filter(F.col("ok").isNull() | in_range)
+        if self.segment_types is not None:  # some tables: their messages only (an invalid
+            # message has no table: the replay keeps its quarantine row, see replace_partitions)
+            parsed = parsed.filter(F.col("ok").isNull() | F.col("segment_type").isin(*self.segment_types))
+        return parsed
+
+    def window(self) -> tuple[datetime, datetime] | None:
+        return self._bounds()
+
+    def until(self) -> datetime | None:
+        return self._bounds()[0]
+
+    def commit(
+        self, run: Run, stage: RunStage, staged: list[StagedFile], files: Sequence[ArchiveFile]
+    ) -> Commit:
+        """The range's partitions are replaced (:func:`replace_partitions`); no file is recorded."""
+        rewrites, moves = replace_partitions(
+            run.storage, stage, run.lake, run.source, run.names, staged, *self._bounds(),
+            self.segment_types, run.database,
+        )  # fmt: skip
+        return Commit((), tuple(moves), tuple(rewrites))
+
+
 def run_replay(
     settings: Settings, slug: str, wanted: ReplayRange, *, spark=None, catalog=None, wait: bool = True,
     say: Say = say,
@@ -145,7 +208,9 @@ def run_replay(
         catalog = catalog or load_catalog(settings, spark)
 
         def work(hold: Hold) -> SyncResult:
-            return SourceSync(spark, catalog, storage, settings, source, say, hold, replay=wanted).run()
+            return SourceSync(
+                spark, catalog, storage, settings, source, say, hold, selection=Replay(wanted)
+            ).run()
 
         return run_source(settings, storage, source, work, catalog=lambda: catalog, wait=wait, say=say)
 
@@ -297,6 +362,7 @@ def _quarantine_rewrites(
 
 __all__ = [
     "QUARANTINE_TABLE",
+    "Replay",
     "ReplayRange",
     "parse_day",
     "refuse_adopted",
