@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,13 +40,13 @@ from pyspark.sql import functions as F
 from eventlake import layout, partitions
 from eventlake.archive import ArchiveFile, list_archive_files
 from eventlake.archive.days import list_archive_days
-from eventlake.catalog import TableSpec
+from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import is_under, read_schema_files, source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.schema.table_names import TableNames
-from eventlake.storage import Location, Storage, to_location
+from eventlake.storage import FileInfo, Location, Storage, to_location
 from eventlake.sync.adopt import Progress
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.manifest import PartitionRewrite
@@ -191,8 +192,8 @@ class Replay:
 
 
 def run_replay(
-    settings: Settings, slug: str, wanted: ReplayRange, *, spark=None, catalog=None, wait: bool = True,
-    say: Say = say,
+    settings: Settings, slug: str, wanted: ReplayRange, *, spark: Any = None, catalog: Catalog | None = None,
+    wait: bool = True, say: Say = say,
 ) -> SyncResult:  # fmt: skip
     """Replay one source over ``wanted``; see the module's description."""
     from eventlake.catalog import load_catalog
@@ -205,14 +206,14 @@ def run_replay(
         raise UsageError(f"--from {wanted.first} is after --to {wanted.last}")
     storage = settings.lake.storage()
     with owned_session(settings, "eventlake-replay", spark, say) as spark:
-        catalog = catalog or load_catalog(settings, spark)
+        lake_catalog = catalog or load_catalog(settings, spark)
 
         def work(hold: Hold) -> SyncResult:
             return SourceSync(
-                spark, catalog, storage, settings, source, say, hold, selection=Replay(wanted)
+                spark, lake_catalog, storage, settings, source, say, hold, selection=Replay(wanted)
             ).run()
 
-        return run_source(settings, storage, source, work, catalog=lambda: catalog, wait=wait, say=say)
+        return run_source(settings, storage, source, work, catalog=lambda: lake_catalog, wait=wait, say=say)
 
 
 def refuse_adopted(
@@ -287,7 +288,7 @@ def replace_partitions(
     # files: after a change of database, the new one has none yet)
     keys = layout.partition_columns(source.date_partition)
     data = layout.source_data_dir(lake, source.dir_name)
-    listings: dict[Location, dict] = {}
+    listings: dict[Location, dict[str, FileInfo]] = {}
     for folder, infos in partitions.partition_listing(storage, data, 1 + len(keys)).items():
         table = folder
         for _ in keys:
@@ -300,15 +301,15 @@ def replace_partitions(
             listings[folder] = infos
     rewrites = []
     for folder in sorted(set(outputs) | set(listings), key=str):
-        names = listings.get(folder, {})
+        infos = listings.get(folder, {})
         table = folder
         for _ in keys:
             table = table.parent
         spec = TableSpec(database, table_names.table(_segment_type(table_names, table)), (), keys, str(table))
         rewrites.append(
             finish_rewrite(
-                storage, stage, folder, names, outputs.get(folder, []),
-                list(names), rewrite_id, spec if database else None,
+                storage, stage, folder, infos, outputs.get(folder, []),
+                list(infos), rewrite_id, spec if database else None,
             )
         )  # fmt: skip
     # a quarantine row names its table by segment type (a sync's) or by table name (set-type's)
@@ -335,7 +336,8 @@ def _quarantine_rewrites(
     for folder, infos in sorted(
         partitions.partition_listing(storage, location, 1).items(), key=lambda i: str(i[0])
     ):
-        outputs, replaced = [], []
+        outputs: list[str] = []
+        replaced: list[str] = []
         for name in partitions.partition_files(storage, folder, infos):
             table = pq.read_table(pa.BufferReader(storage.read(infos[name].path)))
             received = table["received_at"]
