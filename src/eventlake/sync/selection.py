@@ -63,8 +63,8 @@ class Selection(Protocol):
     """What a run reads and how it commits. :meth:`files` is called first, once per run."""
 
     def files(self, run: Run) -> list[ArchiveFile]:
-        """The archive files the run reads (raises :class:`~eventlake.errors.UsageError` when
-        there is nothing it may read)."""
+        """The archive files the run reads (none: nothing to do; a replay raises
+        :class:`~eventlake.errors.UsageError` instead)."""
         ...
 
     def doing(self) -> str:
@@ -81,7 +81,8 @@ class Selection(Protocol):
         ...
 
     def until(self) -> datetime | None:
-        """Dedupe against the index's ids received before this (None: all of them)."""
+        """Dedupe's ``until``: the run's messages are deduplicated against the index's ids
+        received before it (None: against all the window's; see :func:`.dedupe.dedupe`)."""
         ...
 
     def commit(
