@@ -371,6 +371,37 @@ def _day(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d")
 
 
+class Laying:
+    """What :class:`History` needs of a :class:`Context` (settings, storage, layer, clock), without
+    the Spark session: for laying state into a project synced by another process (bench/freshness.py)."""
+
+    def __init__(self, config: Path) -> None:
+        from eventlake.config import load_settings
+
+        self.settings = load_settings(config, environ={})
+        self.storage = self.settings.lake.storage()
+        self.layer = Layer(self.settings.lake.root)
+        self.now_ms = int(time.time() * 1000)
+
+
+def lay_aged(
+    config: Path, slug: str, days: int, rate: int, scale: float, run_entries: int = 12
+) -> dict[str, Any]:
+    """Lays ``days`` closed days of `up`'s state at ``rate`` messages/s into a synced local project,
+    and today's folder up to now (at least half an hour), as :func:`child` does for one D and R;
+    returns what was laid."""
+    ctx = Laying(config)
+    history = History(ctx, slug, 1.0)  # type: ignore[arg-type]
+    hours = max(0.5, (ctx.now_ms - history.today) / 3_600_000)
+    history.lay_today(hours)
+    for k in range(1, days + 1):
+        history.lay_closed(history.today - k * DAY_MS)
+    ids = history.lay_index(rate, scale, hours)
+    ledger = history.reset_ledger(run_entries)
+    return {"files": ctx.layer.count, "archive_files": sum(len(n) for n in history.names.values()),
+            "index_ids": ids, "today_hours": hours, "tables": sorted(history.tables), **ledger}  # fmt: skip
+
+
 # -- one store: project, engine, micro-batches --------------------------------------------------------
 
 

@@ -43,7 +43,38 @@ Environment variables ``EVENTLAKE__SECTION__KEY`` are passed to ``up`` and ``sql
 run with any of them is not on default settings, so it does not measure the goal (use them for dry
 runs, e.g. ``EVENTLAKE__SYNC__INTERVAL_SECONDS=20``).
 
+**An aged lake** (issue 25, item 7). ``--age-days D`` lays, after the project is created and before
+``up`` starts, the durable state ``up`` leaves after D days at the soak's own ``--rate``, with
+bench/aging.py's laying code (``History``, through ``aging.lay_aged``; no Spark session in this
+process). aging.py samples the tables' files and a report from a synced project, so first one
+archive file of ``--batch`` messages of the soak's kinds (no probe) is synced by ``eventlake sync``
+(its own process and JVM). Then, on the local lake, at full density:
+
+- the raw archive: 17,280 tiny files per closed day and today's folder from midnight up to now (at
+  least half an hour; so today's part depends on the time of day the soak runs);
+- the ledger: the checkpoint closed through the last closable day, a day file per closed day, the
+  open days' names and 12 run entries since the last fold (every laid file is synced: ``up`` finds
+  only the soak's own files new);
+- reports: 2,880 per closed day and 120 an hour today, copies of the base sync's report, one file
+  per run; the base sync already marked the daily report merge through yesterday, so ``up`` does
+  not merge the laid closed days (a micro-batch reads no closed day's reports);
+- table files: one compacted file (a copy of the base's) and its marker per table and hour of each
+  closed day, for the tables the base batch created. The probe table is not among them (the base has
+  no probe): the pollers' full scan of it stays as small as on a fresh lake, so the figures measure
+  ``up``, not a query over 30 days of probes;
+- the dedupe index after the hourly merge (a merged key file a day, today's 60 run folders since
+  the last merge) **scaled down** by ``--index-scale`` (default 1/32, aging.py's local default):
+  at 2,000 msg/s the 7-day window holds 1.2 billion ids (about 28 GB of key files) in full, 40 to
+  50 million at 1/32. Days outside the window hold a few ids (a sync never reads them).
+
+Not laid: the metastore's partitions of the laid days (as in aging.py). ``--compare-age D`` runs the
+soak twice in one script, each on a new project: fresh (the base sync only, so both soaks start
+with the same tables), then aged D days; it prints p50/p99 per engine of both and aged / fresh
+against issue 25's goal (within 10%: at most 1.10). ``--age-days 0`` without ``--compare-age`` is
+the plain soak (no base sync).
+
     .venv/bin/python bench/freshness.py                               # 2,000 msg/s for 10 minutes
+    .venv/bin/python bench/freshness.py --compare-age 30              # fresh, then 30 days aged
     EVENTLAKE__SYNC__INTERVAL_SECONDS=20 .venv/bin/python bench/freshness.py --rate 200 --duration 60
     .venv/bin/python bench/freshness.py --workdir /tmp/fresh          # keep the project there
 """
@@ -53,6 +84,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import gzip
 import math
 import multiprocessing
 import os
@@ -67,6 +99,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from queue import Empty
 
@@ -94,6 +127,9 @@ PROBE_TABLE = f"{SOURCE}.track_freshness_probe"
 PROBE_PREFIX = "probe-"
 PROBE_MARKER = b"%%%%%%%%"  # replaced by the probe's number, same width: Content-Length holds
 GOAL_P50, GOAL_P99 = 60.0, 120.0
+SENT_AT = "2026-11-22T10:47:02.000Z"  # every batch's sentAt
+AGE_GOAL = 1.1  # issue 25 item 7: an aged lake's p50 and p99 within 10% of a fresh lake's
+INDEX_SCALE = 1 / 32  # share of the dedupe index's ids laid (bench/aging.py's local default)
 ENGINES = ("duckdb", "spark")
 TICKS = os.sysconf("SC_CLK_TCK")
 START_TIMEOUT = 180.0  # for `up` to answer /health
@@ -125,7 +161,7 @@ def request_template(port: int, batch: int, seed: int, probe: bool) -> bytes:
     body = orjson.dumps(
         {
             "batch": messages,
-            "sentAt": "2026-11-22T10:47:02.000Z",
+            "sentAt": SENT_AT,
             "context": {"library": {"name": "analytics.js", "version": "next-1.84.3"}},
         }
     )
@@ -464,6 +500,61 @@ def make_project(work: Path, env: dict[str, str]) -> Path:
     return work / "eventlake.toml"
 
 
+def base_sync(config: Path, env: dict[str, str], messages: int) -> str:
+    """One archive file of ``messages`` of the soak's kinds of message (bench/collector.py's, enriched
+    as the collector archives them; no probe), synced by ``eventlake sync``: the tables exist, and
+    :mod:`aging` samples their files and the report. Returns what it did."""
+    from eventlake import layout
+    from eventlake.config import load_settings
+    from eventlake.spec.message import enrich
+
+    settings = load_settings(config, environ={})
+    source = settings.source(SOURCE)
+    now = datetime.now(timezone.utc)
+    rng = random.Random(25)
+    lines = []
+    for i in range(messages):
+        message = realistic_message(i, rng)
+        message["messageId"] = f"aged-base-{i:06d}"  # not a probe's
+        message["timestamp"] = str(message["timestamp"]).replace(TIME_MARKER.decode(), "000")
+        message["sentAt"] = SENT_AT  # as the collector merges the batch's: the same columns
+        lines.append(orjson.dumps(enrich(message, received_at=now, source_id=source.id)) + b"\n")
+    now_ms = int(now.timestamp() * 1000)
+    day = now_ms - now_ms % 86_400_000
+    name = layout.spool_segment_name(day, now_ms, "agedbase", 1)
+    settings.lake.storage().write(
+        layout.archive_file(settings.lake.root, source.id, day, name), gzip.compress(b"".join(lines))
+    )
+    began = time.monotonic()
+    done = subprocess.run(
+        [str(EVENTLAKE), "--config", str(config), "sync"],
+        cwd=config.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if done.returncode:
+        raise SystemExit(f"the base `eventlake sync` failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return f"base batch of {messages} messages synced by `eventlake sync` in {time.monotonic() - began:.0f} s"
+
+
+def age_project(config: Path, days: int, rate: float, scale: float) -> str:
+    """Lays ``days`` days of `up`'s state at ``rate`` messages/s (bench/aging.py); returns what was laid."""
+    from aging import lay_aged
+
+    began = time.monotonic()
+    laid = lay_aged(config, SOURCE, days, max(1, round(rate)), scale)
+    return (
+        f"aged: {days} closed days at {rate:,.0f} msg/s and today's folder ({laid['today_hours']:.1f} h) "
+        f"laid in {time.monotonic() - began:.0f} s: {laid['files']:,} files, {laid['archive_files']:,} "
+        f"archive files, {laid['index_ids']:,} dedupe ids in the window (scale {scale:g}), "
+        f"{len(laid['tables'])} tables' compacted files per hour of each closed day; ledger checkpoint "
+        f"closed through {datetime.fromtimestamp(laid['closed_through'] / 1000, timezone.utc):%Y-%m-%d}"
+    )
+
+
 def describe_settings(config: Path, overrides: dict[str, str]) -> str:
     """The settings that decide freshness, as the project's eventlake.toml and the environment say."""
     raw = tomllib.loads(config.read_text())
@@ -549,11 +640,13 @@ def tail(log: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
-def sync_runs(config: Path, env: dict[str, str]) -> str:
-    """A summary of ``eventlake reports`` for the source (whatever the sync's process model)."""
+def sync_runs(config: Path, env: dict[str, str], since: str = "") -> str:
+    """A summary of ``eventlake reports`` for the source (whatever the sync's process model): the runs
+    whose id (a UTC time first) is not before ``since`` (an aged lake holds laid copies of a report)."""
+    command = ["reports", "--source", SOURCE, "--format", "json", "--limit", "1000"]
     try:
         done = subprocess.run(
-            [str(EVENTLAKE), "--config", str(config), "reports", "--source", SOURCE, "--format", "json"],
+            [str(EVENTLAKE), "--config", str(config), *command],
             env=env,
             capture_output=True,
             timeout=120,
@@ -564,6 +657,7 @@ def sync_runs(config: Path, env: dict[str, str]) -> str:
         runs = None
     if runs is None:
         return "sync runs: `eventlake reports` failed"
+    runs = [run for run in runs if str(run.get("run_id") or "") >= since]
     if not runs:
         return "sync runs (eventlake reports): none"
     statuses: dict[str, int] = {}
@@ -595,7 +689,9 @@ def report(
     window: float,
     bench_cpu: float,
     query_cpu: dict[str, float],
-) -> None:
+) -> dict[str, tuple[float, float, int, int]]:
+    """Prints the figures; returns (p50, p99, probes seen, probes acknowledged) per engine that saw any."""
+    figures: dict[str, tuple[float, float, int, int]] = {}
     lat = sorted(load.latencies) or [math.nan]
     errors = ", ".join(f"{k}: {v}" for k, v in sorted(load.errors.items())) or "none"
     sent_rate = load.sent_messages / max(load.elapsed, 1e-9)
@@ -642,6 +738,7 @@ def report(
                 f"{percentile(ends, q):.1f} ({percentile(starts, q):.1f})" for q in (0.5, 0.9, 0.99, 1.0)
             ]
             ratios = [f"{percentile(ends, 0.5) / GOAL_P50:.2f}", f"{percentile(ends, 0.99) / GOAL_P99:.2f}"]
+            figures[poller.engine] = (percentile(ends, 0.5), percentile(ends, 0.99), len(ends), len(probes))
         else:
             cells, ratios = ["-"] * 4, ["-", "-"]
         row = (poller.engine, f"{len(ends):,}", f"{len(missing):,}", *cells, *ratios, query)
@@ -670,41 +767,48 @@ def report(
         if n:
             per_query = query_cpu.get(poller.engine, 0.0) / n
             print(f"  {poller.engine} poller: {per_query:.2f} CPU s per query (whole run, {n} queries)")
+    return figures
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rate", type=float, default=2000.0, help="messages per second (default 2000)")
-    parser.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
-    parser.add_argument("--batch", type=int, default=100, help="messages per request (default 100)")
-    parser.add_argument("--connections", type=int, default=8, help="keep-alive connections (default 8)")
-    parser.add_argument("--probe-every", type=float, default=1.0, help="seconds between probes (default 1)")
-    parser.add_argument(
-        "--poll-interval", type=float, default=5.0, help="seconds between queries (default 5)"
-    )
-    parser.add_argument(
-        "--drain",
-        type=float,
-        default=300.0,
-        help="seconds to wait for the probes after the load (default 300)",
-    )
-    parser.add_argument("--workdir", type=Path, help="create the project here and keep it")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary project")
-    args = parser.parse_args()
-    if args.rate <= 0 or args.duration <= 0 or args.batch < 1 or args.connections < 1:
-        parser.error("--rate, --duration, --batch and --connections must be positive")
+def compare(runs: list[tuple[str, dict[str, tuple[float, float, int, int]]]], days: int) -> None:
+    """The aged soak against the fresh one (the baseline, same script): aged / fresh per engine."""
+    (_, fresh), (label, aged) = runs
+    print(f"\naged ({days} days) against fresh: freshness in s (probes seen / acknowledged), aged / fresh")
+    print(f"goal (issue 25 item 7): p50 and p99 ratios at most {AGE_GOAL:.2f} on both engines")
+    head = ("engine", "fresh p50", "fresh p99", "aged p50", "aged p99", "p50 ratio", "p99 ratio", "goal")
+    print("  ".join(f"{h:>14}" for h in head))
+    for engine in ENGINES:
+        if engine not in fresh or engine not in aged:
+            print(f"{engine:>14}  no probe seen in the {'fresh' if engine not in fresh else label} soak")
+            continue
+        (f50, f99, fn, ft), (a50, a99, an, at) = fresh[engine], aged[engine]
+        r50, r99 = a50 / f50, a99 / f99
+        met = "met" if max(r50, r99) <= AGE_GOAL else "not met"
+        cells = (engine, f"{f50:.1f} ({fn}/{ft})", f"{f99:.1f}", f"{a50:.1f} ({an}/{at})", f"{a99:.1f}",
+                 f"{r50:.2f}", f"{r99:.2f}", met)  # fmt: skip
+        print("  ".join(f"{c:>14}" for c in cells))
+        if fn < ft or an < at:
+            print(f"{'':>14}  ** probes missing: the figures cover only the probes seen; raise --drain **")
 
-    env, overrides = bench_environment()
-    if args.workdir:
-        work = args.workdir.resolve()
-        if (work / "eventlake.toml").exists():
-            parser.error(f"{work} already holds a project: the benchmark needs a fresh one")
+
+def soak(
+    args: argparse.Namespace,
+    env: dict[str, str],
+    overrides: dict[str, str],
+    days: int,
+    base: bool,
+    work: Path | None,
+) -> dict[str, tuple[float, float, int, int]]:
+    """One soak on a new project (in ``work``, or a temporary folder): a base batch synced first if
+    ``base``, ``days`` days of state laid if any; returns (p50, p99, probes seen, acknowledged) per engine."""
+    if work is not None:
+        work = work.resolve()
+        work.mkdir(parents=True, exist_ok=True)
     else:
         work = Path(tempfile.mkdtemp(prefix="eventlake-freshness-"))
     keep = args.keep or args.workdir is not None
     config = make_project(work, env)
+    figures: dict[str, tuple[float, float, int, int]] = {}
     log = work / "up.log"
     print(
         f"project {work} ({'kept' if keep else 'removed at the end'}); {os.cpu_count()} CPUs, "
@@ -719,7 +823,12 @@ def main() -> None:
     load_proc: multiprocessing.process.BaseProcess | None = None
     pollers: list[Poller] = []
     try:
+        if base:
+            print(base_sync(config, env, args.batch), flush=True)
+        if days:
+            print(age_project(config, days, args.rate, args.index_scale), flush=True)
         began = time.monotonic()
+        since = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         up = start_up(config, port, env, log)
         sampler.add_root(up.pid, "collector", "sync")
         sampler.start()
@@ -787,7 +896,9 @@ def main() -> None:
         cpu_end = sampler.totals()
         query_cpu = {engine: cpu_end.get(f"query {engine}", 0.0) for engine in ENGINES}
         print()
-        report(args, plan, load, pollers, cpu, loop_after - loop_before, window, bench_cpu, query_cpu)
+        figures = report(
+            args, plan, load, pollers, cpu, loop_after - loop_before, window, bench_cpu, query_cpu
+        )
     finally:
         for poller in pollers:
             poller.stopping.set()
@@ -803,11 +914,77 @@ def main() -> None:
             print(f"eventlake up {stop_up(up, sampler)}")
         sampler.stop()
         if up is not None:
-            print(sync_runs(config, env))
+            print(sync_runs(config, env, since))
         if keep:
             print(f"project kept in {work} (log: {log})")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rate", type=float, default=2000.0, help="messages per second (default 2000)")
+    parser.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
+    parser.add_argument("--batch", type=int, default=100, help="messages per request (default 100)")
+    parser.add_argument("--connections", type=int, default=8, help="keep-alive connections (default 8)")
+    parser.add_argument("--probe-every", type=float, default=1.0, help="seconds between probes (default 1)")
+    parser.add_argument(
+        "--poll-interval", type=float, default=5.0, help="seconds between queries (default 5)"
+    )
+    parser.add_argument(
+        "--drain",
+        type=float,
+        default=300.0,
+        help="seconds to wait for the probes after the load (default 300)",
+    )
+    parser.add_argument("--workdir", type=Path, help="create the project here and keep it")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary project")
+    parser.add_argument(
+        "--age-days",
+        type=int,
+        default=0,
+        help="lay this many days of `up`'s state at --rate into the project before `up` (default 0)",
+    )
+    parser.add_argument(
+        "--compare-age",
+        type=int,
+        metavar="D",
+        help="run the soak on a fresh project, then on one aged D days; print aged / fresh",
+    )
+    parser.add_argument(
+        "--index-scale",
+        type=float,
+        default=INDEX_SCALE,
+        help=f"share of the dedupe index's ids laid when aging (default {INDEX_SCALE:g})",
+    )
+    args = parser.parse_args()
+    if args.rate <= 0 or args.duration <= 0 or args.batch < 1 or args.connections < 1:
+        parser.error("--rate, --duration, --batch and --connections must be positive")
+    if args.age_days < 0 or (args.compare_age is not None and args.compare_age < 1):
+        parser.error("--age-days must be at least 0 and --compare-age at least 1")
+    if args.compare_age is not None and args.age_days:
+        parser.error("--compare-age runs its own ages: leave out --age-days")
+    if not 0 < args.index_scale <= 1:
+        parser.error("--index-scale must be in (0, 1]")
+
+    env, overrides = bench_environment()
+    if args.workdir:
+        root = args.workdir.resolve()
+        if (root / "eventlake.toml").exists():
+            parser.error(f"{root} already holds a project: the benchmark needs a fresh one")
+    if args.compare_age is None:
+        soak(args, env, overrides, args.age_days, base=args.age_days > 0, work=args.workdir)
+        return
+    runs = []
+    for days in (0, args.compare_age):
+        label = "fresh" if days == 0 else f"aged {days} days"
+        print(f"\n===== soak {len(runs) + 1} of 2: {label} =====", flush=True)
+        work = args.workdir.resolve() / ("fresh" if days == 0 else f"aged-{days}") if args.workdir else None
+        runs.append((label, soak(args, env, overrides, days, base=True, work=work)))
+    compare(runs, args.compare_age)
 
 
 if __name__ == "__main__":
