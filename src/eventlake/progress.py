@@ -16,5 +16,14 @@ def say(line: str) -> None:
     print(f"[{time.monotonic() - _STARTED:6.1f}s] {line}", file=sys.stderr, flush=True)
 
 
+def prefixed(say: Say, prefix: str) -> Say:
+    """``say`` with every line starting ``<prefix>: `` (a source's lines: its slug).
+
+    >>> prefixed(print, "web")("3 rows")
+    web: 3 rows
+    """
+    return lambda line: say(f"{prefix}: {line}")
+
+
 def quiet(line: str) -> None:
     """A ``Say`` that drops its lines (tests, callers that render their own progress)."""

@@ -9,7 +9,7 @@ import click
 
 from eventlake.cli.main import Context, cli, handle_errors, pass_context
 from eventlake.errors import UsageError
-from eventlake.progress import say
+from eventlake.progress import prefixed, say
 
 
 @cli.command("import")
@@ -53,7 +53,7 @@ def import_(
     source_storage = load_storage(root, endpoint_url=endpoint_url)
     result = import_segment_archive(
         source_storage, root, settings.lake.storage(), settings.lake.root, source.id,
-        segment_source=segment_source, say=lambda line: say(f"{slug}: {line}"),
+        segment_source=segment_source, say=prefixed(say, slug),
     )  # fmt: skip
     click.echo(
         f"{slug}: imported {result.files} files ({result.bytes / 1e6:.1f} MB, {len(result.days)} days), "

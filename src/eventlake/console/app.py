@@ -9,10 +9,11 @@ included) needs it, and other web sites are kept out (see :mod:`.gates`).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -21,20 +22,34 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from eventlake import layout
+from eventlake.catalog import TableSpec
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import Settings, is_loopback
 from eventlake.console import metrics as sync_metrics
 from eventlake.console.gates import SameSiteGate, TokenGate
-from eventlake.console.html import bar_chart, e, int_param, line_chart, link, page, pager, status_badge, table
+from eventlake.console.html import (
+    bar_chart,
+    e,
+    int_param,
+    line_chart,
+    link,
+    page,
+    pager,
+    select_options,
+    status_badge,
+    table,
+)
 from eventlake.console.lake import LakeWatch, Run
 from eventlake.console.query_box import QueryBox
 from eventlake.query.duckdb_engine import ident, run_duckdb
 from eventlake.query.errors import QueryError
+from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc
 
 PAGE_SIZE = 50
 SCHEMA_PAGE_SIZE = 100
-STATUSES = ("Success", "Partial Success", "Failed")
+T = TypeVar("T")
+STATUSES = (Status.SUCCESS, Status.PARTIAL, Status.FAILED)
 
 
 def create_console(settings: Settings, watch: LakeWatch) -> ASGIApp:
@@ -83,11 +98,11 @@ class ConsoleViews:
         """The sync side's Prometheus metrics (see :mod:`.metrics`)."""
         return Response(sync_metrics.render(self.watch), media_type=sync_metrics.CONTENT_TYPE)
 
-    def _cached(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+    def _cached(self, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
         key = (self.watch.generation, *key)
         with self._cache_lock:
             if key in self._cache:
-                return self._cache[key]
+                return self._cache[key]  # type: ignore[no-any-return]  # (stored by this key's compute)
         value = compute()  # outside the lock: a slow query does not hold other pages
         with self._cache_lock:
             if len(self._cache) > 256:
@@ -145,7 +160,7 @@ class ConsoleViews:
         self, slug: str, source_id: str, last: Run | None, lag: float, interval: float
     ) -> list[str]:
         items = []
-        if last is not None and last.status == "Failed":
+        if last is not None and last.status == Status.FAILED:
             items.append(
                 f"<li class=bad>{e(slug)}: the last sync failed ({e(last.error_code or 'error')}): "
                 f"{e(last.error)} {link('/runs/' + last.run_id, 'see the run')}</li>"
@@ -173,14 +188,10 @@ class ConsoleViews:
         offset = int_param(q.get("offset"), 0)
         runs, total = self.watch.runs(source, status, day, offset, PAGE_SIZE)
         slugs = sorted({s.slug for s in self.settings.sources})
-        options = lambda values, chosen: "".join(  # noqa: E731
-            f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(v or "all")}</option>'
-            for v in ["", *values]
-        )
         form = (
             "<form method=get class=filters><label>source <select name=source>"
-            f"{options(slugs, source)}</select></label><label>status <select name=status>"
-            f"{options(STATUSES, status)}</select></label><label>day <input type=date name=day "
+            f"{select_options(slugs, source)}</select></label><label>status <select name=status>"
+            f"{select_options(STATUSES, status)}</select></label><label>day <input type=date name=day "
             f'value="{e(day)}"></label><button type=submit>Filter</button> {link("/runs", "clear")}</form>'
         )
         rows = [
@@ -245,7 +256,7 @@ class ConsoleViews:
             [link(f"/schemas/{t.database}/{t.table}", f"{t.database}.{t.table}"), e(f"{t.rows:,}"),
              e(t.partitions), "created" if t.is_new else "",
              e(", ".join(f"{n} {k}" for n, k in t.new_columns) if not t.is_new else ""),
-             status_badge("Failed") + " " + e(t.error) if t.failed else status_badge("Success")]
+             status_badge(Status.FAILED) + " " + e(t.error) if t.failed else status_badge(Status.SUCCESS)]
             for t in run.tables
         ]  # fmt: skip
         body = (
@@ -257,7 +268,7 @@ class ConsoleViews:
 
     # -- schemas ---------------------------------------------------------------------------------
 
-    def _specs(self) -> list[Any]:
+    def _specs(self) -> list[TableSpec]:
         storage = self.settings.lake.storage()
         return self._cached(("schemas",), lambda: read_schema_files(storage, self.settings.lake.root))
 
@@ -333,7 +344,7 @@ class ConsoleViews:
             database = self.settings.database_name(source)
             name = source.table_prefix + layout.QUARANTINE_TABLE
             groups = self._cached(
-                ("quarantine", database, name), lambda d=database, n=name: self._groups(d, n)
+                ("quarantine", database, name), functools.partial(self._groups, database, name)
             )
             if isinstance(groups, str):
                 rows = [[f"<span class=empty>{e(groups)}</span>", "", "", "", "", "", "", ""]]

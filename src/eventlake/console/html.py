@@ -64,6 +64,18 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], css: str = "") 
     return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def select_options(values: Iterable[str], chosen: str) -> str:
+    """A ``<select>``'s options: "all" (the empty value) then ``values``, ``chosen`` selected.
+
+    >>> select_options(["web"], "web")
+    '<option value="">all</option><option value="web" selected>web</option>'
+    """
+    return "".join(
+        f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(v or "all")}</option>'
+        for v in ["", *values]
+    )
+
+
 def status_badge(status: str) -> str:
     kind = {"Success": "ok", "Partial Success": "warn", "Failed": "bad"}.get(status, "")
     return f'<span class="badge {kind}">{e(status)}</span>'

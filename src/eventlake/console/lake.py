@@ -26,6 +26,7 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.sync.health import read_health
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
+from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc, parse_timestamp
 
 ACCEPTED_METRIC = "eventlake_messages_accepted"  # the collector's counter, by source (without _total)
@@ -326,7 +327,7 @@ class LakeWatch:
             total.duplicates_dropped += run.duplicates_dropped
             total.rejected_messages += run.rejected_messages
             total.rejected_values += run.rejected_values
-            if run.status != "Failed" and total.last_success is None:  # newest first
+            if run.status != Status.FAILED and total.last_success is None:  # newest first
                 total.last_success = run.finish
         with self._lock:
             self._totals = (generation, totals)

@@ -14,10 +14,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 
 from eventlake.console.lake import LakeWatch
+from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-STATUS_LABELS = {"Success": "success", "Partial Success": "partial_success", "Failed": "failed"}
+STATUS_LABELS = {Status.SUCCESS: "success", Status.PARTIAL: "partial_success", Status.FAILED: "failed"}
 
 
 def render(watch: LakeWatch) -> bytes:

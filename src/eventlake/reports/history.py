@@ -11,6 +11,7 @@ import orjson
 
 from eventlake.config import Settings
 from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
+from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc
 
 RUN_COLUMNS = (
@@ -98,7 +99,7 @@ def daily_health(settings: Settings, source: str | None = None, days: int = 30) 
                  "duplicates_dropped": 0, "rejected": 0},
             )  # fmt: skip
             day["runs"] += 1
-            day["failed_runs"] += run_status(rows) == "Failed"
+            day["failed_runs"] += run_status(rows) == Status.FAILED
             day["rows"] += head["row_count"] or 0
             day["duplicates_dropped"] += head.get("duplicates_dropped") or 0
             day["rejected"] += (head.get("rejected_messages") or 0) + (head.get("rejected_values") or 0)

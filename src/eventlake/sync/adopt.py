@@ -42,6 +42,7 @@ from eventlake.config import DATE_PARTITIONS, Settings, SourceSettings
 from eventlake.config.settings import sdl_table_prefix
 from eventlake.errors import EventLakeError
 from eventlake.partitions import partition_files
+from eventlake.progress import prefixed
 from eventlake.schema import EXISTING_TYPES, is_safe_identifier
 from eventlake.schema.table_names import TRACK, TRACK_TABLE_STYLES, TableNames, folder_segment_type
 from eventlake.storage import FileInfo, Location, Storage, relative_to
@@ -434,6 +435,6 @@ def adopt_source(
         return plan_adoption(storage, catalog, settings, source, track_tables)
 
     def work(hold: Hold) -> Adoption:
-        return adopt(storage, catalog, settings, source, track_tables, lambda line: say(f"{slug}: {line}"))
+        return adopt(storage, catalog, settings, source, track_tables, prefixed(say, slug))
 
     return run_source(settings, storage, source, work, wait=wait, say=say)

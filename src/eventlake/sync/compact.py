@@ -34,9 +34,9 @@ from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import EventLakeError, UsageError
-from eventlake.progress import Say, say
+from eventlake.progress import Say, prefixed, say
 from eventlake.schema.arrow import arrow_schema
-from eventlake.storage import FileInfo, Location, Storage, to_location
+from eventlake.storage import FileInfo, Location, Storage, relative_to, to_location
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.index_merge import merge_index
 from eventlake.sync.manifest import Manifest, PartitionRewrite
@@ -132,7 +132,7 @@ def _compact_source(
     wait: bool, say: Say,
 ) -> CompactResult:  # fmt: skip
     """Compact one source under its lock; a busy or failed source is a result, not an error."""
-    tell: Say = lambda line: say(f"{source.slug}: {line}")  # noqa: E731
+    tell = prefixed(say, source.slug)
 
     def work(hold: Hold) -> CompactResult:
         return SourceCompaction(settings, source, storage, hold, catalog, tell).run(cutoff)
@@ -216,7 +216,7 @@ class SourceCompaction:
             try:
                 rewrite = stage_rewrite(self.storage, stage, spec, folder, infos, bins)
             except CompactionSkipError as skip:
-                notices.append(f"{folder.relative_to(to_location(spec.location))}: {skip}")
+                notices.append(f"{relative_to(folder, to_location(spec.location))}: {skip}")
                 self.say(f"{spec.qualified}: left {notices[-1]}")
                 continue
             rewrites.append(rewrite)

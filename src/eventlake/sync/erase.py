@@ -30,8 +30,9 @@ from __future__ import annotations
 import getpass
 import gzip
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -44,8 +45,8 @@ from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
-from eventlake.progress import Say, say
-from eventlake.storage import Storage, to_location
+from eventlake.progress import Say, prefixed, say
+from eventlake.storage import FileInfo, Location, Storage, to_location
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.manifest import Manifest
 from eventlake.sync.rewrite import finish_rewrite, stage_output
@@ -57,6 +58,9 @@ from eventlake.timestamps import format_timestamp, now_utc
 ID_COLUMNS = ("user_id", "anonymous_id", "previous_id")  # a row is the user's by these ...
 OTHER_ID_COLUMNS = ("message_id", "raw_value")  # ... or its message id, or (quarantine) its raw payload
 BATCH_PARTITIONS = 200  # partitions per manifest
+# a file to rewrite: its folder, the folder's files, its name, its rows kept (a pyarrow Table), its
+# rows before
+_Rewritten = tuple[Location, dict[str, FileInfo], str, Any, int]
 
 
 @dataclass
@@ -101,7 +105,7 @@ class Identity:
 
 def delete_user(
     settings: Settings, user_id: str, slugs: Sequence[str] = (), *, requested_by: str | None = None,
-    catalog: Catalog | None = None, spark=None, wait: bool = True, say: Say = say,
+    catalog: Catalog | None = None, spark: Any = None, wait: bool = True, say: Say = say,
 ) -> list[ErasureResult]:  # fmt: skip
     """Delete ``user_id`` from the given sources (default: all); see the module's description."""
     if not user_id.strip():
@@ -126,7 +130,7 @@ def _erase_source(
     """Delete the user from one source: suppressed first (new messages blocked, even while another
     process holds the source), then the lake and the archive under the source's lock."""
     result = ErasureResult(source.slug, user_id)
-    tell: Say = lambda line: say(f"{source.slug}: {line}")  # noqa: E731
+    tell = prefixed(say, source.slug)
 
     def work(hold: Hold) -> ErasureResult:
         SourceErasure(settings, source, storage, tell, hold).run(result, requested_by, catalog)
@@ -187,7 +191,7 @@ class SourceErasure:
             f"({result.table_files_rewritten} files) deleted"
         )
 
-    def _pending_identity(self, path) -> Identity | None:
+    def _pending_identity(self, path: Location) -> Identity | None:
         if not self.storage.exists(path):
             return None
         document = orjson.loads(self.storage.read(path))
@@ -213,7 +217,7 @@ class SourceErasure:
         )
         return Identity(user_id, frozenset(anonymous), frozenset(messages))
 
-    def _messages(self):
+    def _messages(self) -> Iterator[dict[str, Any]]:
         for archived in list_archive_files(self.storage, self.lake, self.source.id):
             for line in read_archive_lines(self.storage, archived.path):
                 message = _loads(line)
@@ -252,7 +256,7 @@ class SourceErasure:
         location = to_location(spec.location)
         listing = partitions.partition_listing(self.storage, location, len(spec.partition_keys))
         quarantine = spec.location == str(layout.quarantine_dir(self.lake, self.source.id))
-        pending = []
+        pending: list[_Rewritten] = []
         for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
             for name in partitions.partition_files(self.storage, folder, infos):
                 data = pa.BufferReader(self.storage.read(infos[name].path))
@@ -267,12 +271,14 @@ class SourceErasure:
         for start in range(0, len(pending), BATCH_PARTITIONS):
             self._commit(spec, pending[start : start + BATCH_PARTITIONS], quarantine, result)
 
-    def _commit(self, spec: TableSpec, files: list, quarantine: bool, result: ErasureResult) -> None:
+    def _commit(
+        self, spec: TableSpec, files: list[_Rewritten], quarantine: bool, result: ErasureResult
+    ) -> None:
         stage = RunStage(
             self.lake, self.source.id, self.source.dir_name, new_run_id(now_utc(), layout.COMPACT_RUN_PREFIX),
             spec.partition_keys,
         )  # fmt: skip
-        by_folder: dict = {}
+        by_folder: dict[Location, tuple[dict[str, FileInfo], list[tuple[str, Any, int]]]] = {}
         for folder, infos, name, kept, before in files:
             by_folder.setdefault(folder, (infos, []))[1].append((name, kept, before))
         rewrites = []
@@ -333,7 +339,8 @@ def _key(user_id: str) -> str:
 
 def _loads(line: bytes) -> object | None:
     try:
-        return orjson.loads(line)
+        value: object = orjson.loads(line)
+        return value
     except orjson.JSONDecodeError:
         return None
 

@@ -23,7 +23,7 @@ from eventlake import layout, partitions
 from eventlake.archive import ArchiveFile, SuppressionList
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.config import Settings, SourceSettings
-from eventlake.progress import Say
+from eventlake.progress import Say, prefixed
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.lease import LeaseLostError
 from eventlake.sync.dedupe import dedupe
@@ -62,7 +62,7 @@ class SourceSync:
     ) -> None:  # fmt: skip
         self.spark, self.catalog, self.storage, self.settings = spark, catalog, storage, settings
         self.source = source
-        self.say: Say = lambda line: say(f"{source.slug}: {line}")
+        self.say: Say = prefixed(say, source.slug)
         self.lake = settings.lake.root
         self.state = SyncState(storage, self.lake, source.id)
         self.database = settings.database_name(source)

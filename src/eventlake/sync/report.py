@@ -12,7 +12,8 @@ import orjson
 from eventlake import layout, partitions
 from eventlake.catalog import TableSpec
 from eventlake.errors import EventLakeError
-from eventlake.storage import Location, Storage
+from eventlake.storage import Location, Storage, relative_to
+from eventlake.sync.status import Status
 from eventlake.timestamps import format_timestamp, now_utc, parse_timestamp
 
 REPORTS_DATABASE = "__segment_datalake"
@@ -79,7 +80,7 @@ class SyncResult:
     source: str
     source_id: str
     run_id: str
-    status: str  # Success | Failed | Nothing to do
+    status: Status
     start_time: datetime
     finish_time: datetime
     tables: tuple[TableResult, ...] = ()
@@ -100,7 +101,8 @@ class SyncResult:
     @classmethod
     def failure(
         cls, source: str, source_id: str, exc: BaseException, *, run_id: str = "",
-        start: datetime | None = None, status: str = "Failed", input_files: int = 0, bytes_in: int = 0,
+        start: datetime | None = None, status: Status = Status.FAILED, input_files: int = 0,
+        bytes_in: int = 0,
     ) -> SyncResult:  # fmt: skip
         """The result of a run that failed (or was skipped) with ``exc``: nothing was published."""
         finish = now_utc()
@@ -111,7 +113,7 @@ class SyncResult:
         )  # fmt: skip
 
     @classmethod
-    def skipped(cls, source: str, source_id: str, status: str, why: str) -> SyncResult:
+    def skipped(cls, source: str, source_id: str, status: Status, why: str) -> SyncResult:
         """A source not synced on purpose (disabled): no run, nothing read."""
         now = now_utc()
         return cls(source, source_id, "", status, now, now, error=why)
@@ -128,7 +130,7 @@ class SyncResult:
 def report_rows(result: SyncResult, lake: Location, app_id: str = "") -> list[dict[str, Any]]:
     """One ``source`` row for the run and one ``event`` row per table."""
     day = result.start_time.strftime("%Y-%m-%d")
-    failed = result.status == "Failed"
+    failed = result.status == Status.FAILED
     common = {
         "workspace_id": "eventlake",
         "run_id": result.run_id,
@@ -151,7 +153,9 @@ def report_rows(result: SyncResult, lake: Location, app_id: str = "") -> list[di
         **common,
         "table_name": None,
         "database": result.tables[0].database if result.tables else None,
-        "partitions": sorted({tuple(sorted(p.items())) for t in result.tables for p in t.partitions}),
+        "partitions": [
+            dict(p) for p in sorted({tuple(sorted(p.items())) for t in result.tables for p in t.partitions})
+        ],
         "new_columns": [],
         "row_count": result.rows,
         "is_new": None,
@@ -164,7 +168,6 @@ def report_rows(result: SyncResult, lake: Location, app_id: str = "") -> list[di
         "source": result.source,
         "notices": list(result.notices),
     }
-    source_row["partitions"] = [dict(p) for p in source_row["partitions"]]
     rows = [source_row]
     for table in result.tables:
         rows.append(
@@ -226,9 +229,9 @@ def _result_of_report(rows: Sequence[dict[str, Any]]) -> SyncResult:
                 tuple(dict(p) for p in row.get("partitions") or ()), tuple(row.get("collisions") or ()),
             )
         )  # fmt: skip
-    counts = {name: head.get(name) or 0 for name in _COUNTS}
+    counts: dict[str, Any] = {name: head.get(name) or 0 for name in _COUNTS}
     return SyncResult(
-        head["source"], head["source_id"], head["run_id"], "Success",
+        head["source"], head["source_id"], head["run_id"], Status.SUCCESS,
         parse_timestamp(head["start_time"]) or now_utc(), parse_timestamp(head["finish_time"]) or now_utc(),
         tables=tuple(tables), blocked=tuple(blocked), notices=tuple(head.get("notices") or ()),
         replay_from=parse_timestamp(head.get("replay_from")),
@@ -247,15 +250,15 @@ _COUNTS = (
 )
 
 
-def run_status(rows: list[dict[str, Any]]) -> str:
+def run_status(rows: list[dict[str, Any]]) -> Status:
     """A report file's run as users see it: ``Failed`` (the run, or every table, failed),
     ``Partial Success`` (some tables failed: the table limit) or ``Success``."""
     tables = [r for r in rows if r.get("type") == "event"]
     failed = [r for r in tables if r.get("status") == "failed"]
     head = next((r for r in rows if r.get("type") == "source"), rows[0] if rows else {})
     if head.get("status") == "failed" or (tables and len(failed) == len(tables)):
-        return "Failed"
-    return "Partial Success" if failed else "Success"
+        return Status.FAILED
+    return Status.PARTIAL if failed else Status.SUCCESS
 
 
 def reports_table(lake: Location) -> TableSpec:
@@ -356,10 +359,10 @@ def report_files_by_day(
         root = layout.reports_root(lake)
         for day in sorted(by_day, reverse=True):
             if day <= until and (since is None or day >= since):
-                yield day, [p for p in by_day[day] if not wanted or p.relative_to(root).parts[1] == wanted]
+                yield day, [p for p in by_day[day] if not wanted or relative_to(p, root).parts[1] == wanted]
         return
     floor = max(first, since) if since else first
-    day = date.fromisoformat(until)
-    while day.isoformat() >= floor:
-        yield day.isoformat(), partitions.report_day_files(storage, lake, day.isoformat(), source_id)
-        day -= timedelta(days=1)
+    current = date.fromisoformat(until)
+    while current.isoformat() >= floor:
+        yield current.isoformat(), partitions.report_day_files(storage, lake, current.isoformat(), source_id)
+        current -= timedelta(days=1)

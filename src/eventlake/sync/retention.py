@@ -23,14 +23,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from eventlake import layout, partitions
-from eventlake.archive import list_archive_files
+from eventlake.archive import ArchiveFile, list_archive_files
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
-from eventlake.progress import Say, say
+from eventlake.progress import Say, prefixed, say
 from eventlake.storage import Storage, to_location
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.dedupe_index import CLOCK_MARGIN, index_days_before
@@ -64,7 +65,7 @@ class RetentionResult:
 
 def apply_retention(
     settings: Settings, slugs: Sequence[str] = (), *, dry_run: bool = False,
-    catalog: Catalog | None = None, spark=None, wait: bool = True, say: Say = say,
+    catalog: Catalog | None = None, spark: Any = None, wait: bool = True, say: Say = say,
     now: datetime | None = None,
 ) -> list[RetentionResult]:  # fmt: skip
     """Apply ``[retention]`` to the given sources (default: all); a failed source does not stop
@@ -82,7 +83,7 @@ def apply_retention(
 
     results = []
     for source in sources:
-        tell: Say = lambda line, slug=source.slug: say(f"{slug}: {line}")  # noqa: E731
+        tell = prefixed(say, source.slug)
         job = SourceRetention(settings, source, storage, catalog_once, dry_run, tell, now)
         # no roll-forward of interrupted runs: retention rewrites nothing, and a dry run changes nothing
         result = run_source(
@@ -134,7 +135,7 @@ class SourceRetention:
         if not old:
             return
         synced = Ledger(self.storage, self.lake, self.source.id).synced_keys({f.day_ms for f in old})
-        days: dict[int, list] = {}
+        days: dict[int, list[ArchiveFile]] = {}
         for f in old:
             if f.key in synced:
                 days.setdefault(f.day_ms, []).append(f)
@@ -199,10 +200,10 @@ class SourceRetention:
         if not expired:
             return
         for values in expired:
-            infos = folders.get(values, (None, []))[1]
+            files = folders.get(values, (None, []))[1]
             what = f"{spec.qualified} {layout.partition_subdir(keys, values)}"
             result.expired.append(
-                Expired(self.source.slug, "table", what, len(infos), sum(i.size for i in infos))
+                Expired(self.source.slug, "table", what, len(files), sum(i.size for i in files))
             )
         if self.dry_run:
             return

@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import Enum
 from typing import Protocol, TypeVar
 
 from eventlake import layout
 from eventlake.catalog import Catalog
 from eventlake.config import Settings, SourceSettings
-from eventlake.progress import Say
+from eventlake.progress import Say, prefixed
 from eventlake.storage import Location, Storage
 from eventlake.storage.lease import Lease
 from eventlake.sync.commit import apply
@@ -28,22 +27,9 @@ from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.manifest import Manifest
 from eventlake.sync.rewrite import drop_retired
 from eventlake.sync.state import SyncState
+from eventlake.sync.status import Status
 
 R = TypeVar("R")
-
-
-class Status(str, Enum):  # enum.StrEnum once Python 3.10 is dropped
-    """A source's outcome, as the reports table, the console and the CLI show it."""
-
-    def __str__(self) -> str:
-        return self.value
-
-    SUCCESS = "Success"
-    PARTIAL = "Partial Success"  # some tables failed (the table limit)
-    NOTHING = "Nothing to do"
-    SKIPPED = "Skipped: already running"  # another process holds the source's lock (--no-wait)
-    DISABLED = "Skipped: disabled"  # a source with enabled = false: collected and archived, not synced
-    FAILED = "Failed"
 
 
 class SourceResult(Protocol):
@@ -96,7 +82,7 @@ def run_source(
         ) as lease:
             completed: tuple[Manifest, ...] = ()
             if catalog is not None:
-                tell: Say = lambda line: say(f"{source.slug}: {line}")  # noqa: E731
+                tell = prefixed(say, source.slug)
                 grace = timedelta(minutes=settings.sync.rewrite_grace_minutes)
                 completed = roll_forward(storage, settings.lake.root, source.id, catalog, grace, tell)
             return work(Hold(lease, completed))
