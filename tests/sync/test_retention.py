@@ -15,7 +15,9 @@ from eventlake.config import RetentionSettings, load_settings
 from eventlake.errors import ConfigError, UsageError
 from eventlake.query import run_query
 from eventlake.sync import run_sync
+from eventlake.sync.manifest import Manifest
 from eventlake.sync.retention import apply_retention
+from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
 from tests.conftest import Lake
 from tests.sync.test_sync import track
@@ -121,6 +123,30 @@ def test_an_interrupted_run_is_finished_by_the_next(synced: Lake, spark) -> None
     ]
     assert catalog.partitions(database, table) == [("2026-11-19", "08")]
     assert not Path(spec.partition_location(("2026-11-01", "23"))).exists()
+    assert message_ids(synced, spark, "duckdb") == ["recent-1"]
+
+
+def test_an_interrupted_sync_is_completed_before_its_expired_partitions_go(synced: Lake, spark) -> None:
+    """A sync killed after its manifest, moving a file into a partition past retention: retention
+    completes it first, then deletes the partition with that file (else the next sync's roll-forward
+    would bring the expired partition back); a dry run completes nothing."""
+    root, source_id = synced.settings.lake.root, synced.source.id
+    spec = next(s for s in _specs(synced) if s.name == "track_order_completed")
+    folder = Path(spec.partition_location(("2026-11-01", "23")))
+    run_id = "20261121T104700123Z-1a2b"
+    staged = Path(layout.stage_dir(root, source_id, run_id)) / "table" / "late.parquet"
+    staged.parent.mkdir(parents=True)
+    staged.write_bytes((folder / next(p.name for p in folder.iterdir())).read_bytes())
+    manifest = Manifest(
+        run_id=run_id, source_id=source_id, files=(), moves=((str(staged), str(folder / "late.parquet")),),
+        tables=(), report_path="", report=(), stage=str(staged.parents[1]),
+    )  # fmt: skip
+    state = SyncState(synced.settings.lake.storage(), root, source_id)
+    state.write_pending(manifest)
+    retain(synced, spark, dry_run=True)
+    assert state.pending() == [manifest] and not (folder / "late.parquet").exists()
+    retain(synced, spark)
+    assert state.pending() == [] and not folder.exists() and not staged.exists()
     assert message_ids(synced, spark, "duckdb") == ["recent-1"]
 
 

@@ -85,10 +85,12 @@ def apply_retention(
     for source in sources:
         tell = prefixed(say, source.slug)
         job = SourceRetention(settings, source, storage, catalog_once, dry_run, tell, now)
-        # no roll-forward of interrupted runs: retention rewrites nothing, and a dry run changes nothing
+        # interrupted runs are completed first (a pending move into an expired partition must not
+        # bring it back after the folder went); a dry run changes nothing, so it completes none
         result = run_source(
-            settings, storage, source, job.run, failed=job.failed, what="retention", wait=wait, say=say
-        )
+            settings, storage, source, job.run, failed=job.failed, what="retention",
+            catalog=None if dry_run else catalog_once, wait=wait, say=say,
+        )  # fmt: skip
         results.append(result)
     return results
 
