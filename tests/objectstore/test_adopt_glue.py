@@ -11,9 +11,11 @@ import pytest
 
 from eventlake import layout
 from eventlake.query import run_query
+from eventlake.storage.lease import LeaseLostError
 from eventlake.sync import run_sync
-from eventlake.sync.adopt import adopt_source
+from eventlake.sync.adopt import adopt_source, plan_adoption
 from eventlake.timestamps import now_utc
+from tests.objectstore.test_lease import steal_the_lease
 from tests.sync.sdl import IDENTIFY_COLUMNS, TRACK_COLUMNS, register_glue, sdl_lake
 
 pytestmark = pytest.mark.integration
@@ -78,3 +80,29 @@ def test_an_sdl_lake_in_glue_keeps_its_names(s3_lake, spark, moto, naming):
     }  # fmt: skip
     new = glue.get_table(DatabaseName=db, Name=signed_up)["Table"]["StorageDescriptor"]["Location"]
     assert new.rstrip("/").endswith("segment_type=signed_up")
+
+
+def test_an_adoption_that_lost_its_lease_changes_nothing(s3_lake, moto, monkeypatch):
+    """Another machine takes the source's lease once the adoption has planned (as when it stalled
+    past its expiry): it fails before its first change, and the lake and Glue are as they were."""
+    now, storage, root = now_utc(), s3_lake.settings.lake.storage(), s3_lake.settings.lake.root
+    source, settings = s3_lake.source, s3_lake.settings
+    db = settings.database_name(source)
+    sdl_lake(storage, root, source.id, now)
+    glue = boto3.client("glue", endpoint_url=moto.endpoint)
+    register_glue(glue, db, root, source.id, {"identify": ("identify", IDENTIFY_COLUMNS)}, now)
+    before = {(str(f.path), f.size) for f in storage.list(root, "**/*")}
+
+    def planned_then_taken_over(*args, **kwargs):
+        plan = plan_adoption(*args, **kwargs)
+        steal_the_lease(s3_lake)
+        return plan
+
+    monkeypatch.setattr("eventlake.sync.adopt.plan_adoption", planned_then_taken_over)
+    with pytest.raises(LeaseLostError):
+        adopt_source(settings, source.slug)
+    assert glue.get_tables(DatabaseName=db)["TableList"][0]["Name"] == "identify"
+    assert len(glue.get_tables(DatabaseName=db)["TableList"]) == 1  # page_viewed not registered
+    leases = str(layout.sync_lease_dir(root, source.id))
+    after = {(str(f.path), f.size) for f in storage.list(root, "**/*") if not str(f.path).startswith(leases)}
+    assert after == {f for f in before if not f[0].startswith(leases)}  # no names, progress or seeds

@@ -340,12 +340,14 @@ def _check_types(database: str, table: str, columns: Sequence[tuple[str, str]]) 
 
 def adopt(
     storage: Storage, catalog: Catalog, settings: Settings, source: SourceSettings, track_tables: str = "",
-    say: Callable[[str], None] = lambda line: None,
+    say: Callable[[str], None] = lambda line: None, check: Callable[[], None] = lambda: None,
 ) -> Adoption:  # fmt: skip
-    """Adopt the source's SDL data (see the module's doc); safe to run again, at any point."""
+    """Adopt the source's SDL data (see the module's doc); safe to run again, at any point.
+    ``check`` raises when the source's lease was lost: called before each change."""
     lake = settings.lake.root
     plan = plan_adoption(storage, catalog, settings, source, track_tables)
     state = SyncState(storage, lake, source.id)
+    check()
     state.write_table_names(plan.names)  # first: a sync after a crash already writes SDL's tables
     progress_file = layout.adoption_file(lake, source.id)
     progress = Progress.read(storage, progress_file)
@@ -355,6 +357,7 @@ def adopt(
     for table in plan.tables:
         location = str(layout.table_dir(lake, source.dir_name, table.folder))
         spec = TableSpec(plan.database, table.table, table.columns, keys, location)
+        check()
         if not table.in_catalog:
             catalog.ensure_database(plan.database)
             catalog.create_table(spec)
@@ -368,6 +371,7 @@ def adopt(
         if table.seed:
             data = layout.table_dir(lake, source.dir_name, table.folder)
             for partition in table.seed:
+                check()
                 folder = data / layout.partition_subdir(keys, partition)
                 seeded_ids += _seed(storage, lake, source.id, run_id, number, folder)
                 number += 1
@@ -375,6 +379,7 @@ def adopt(
             progress.seeded.setdefault(table.folder, set()).update(table.seed)
             storage.write(progress_file, progress.to_json())
     if changed:
+        check()
         _replace_views(storage, lake, catalog, plan.database, say)
     return Adoption(plan.source, plan.database, plan.names, plan.tables, seeded_ids, dry_run=False)
 
@@ -435,6 +440,6 @@ def adopt_source(
         return plan_adoption(storage, catalog, settings, source, track_tables)
 
     def work(hold: Hold) -> Adoption:
-        return adopt(storage, catalog, settings, source, track_tables, prefixed(say, slug))
+        return adopt(storage, catalog, settings, source, track_tables, prefixed(say, slug), hold.check)
 
     return run_source(settings, storage, source, work, wait=wait, say=say)
