@@ -16,7 +16,7 @@ import pytest
 from eventlake import layout
 from eventlake.catalog import base
 from eventlake.catalog.base import Catalog, Column, TableSpec
-from eventlake.catalog.repair import partitions_on_disk, repair_catalog, repair_table
+from eventlake.catalog.repair import moved_partitions, partitions_on_disk, repair_catalog, repair_table
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import CatalogSettings, LakeSettings, Settings, SourceSettings
 from eventlake.config.settings import Secret
@@ -24,6 +24,7 @@ from eventlake.errors import UsageError
 from eventlake.query import run_query
 from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
+from eventlake.sync.report import reports_table
 
 DISK = LocalStorage()
 COLUMNS = (("message_id", "string"), ("properties_revenue", "decimal(38,6)"))
@@ -37,6 +38,7 @@ class MemoryCatalog(Catalog):
         self.tables: dict[tuple[str, str], TableSpec] = {}
         self.parts: dict[tuple[str, str], set[tuple[str, ...]]] = {}
         self.views: dict[tuple[str, str], tuple[Column, ...]] = {}
+        self.locations: dict[tuple[str, str, tuple[str, ...]], str] = {}  # moved partitions
 
     def replace_views(self, database: str, views) -> list[str]:
         self.views.update({(database, v.name): v.columns for v in views})
@@ -79,6 +81,7 @@ class MemoryCatalog(Catalog):
         if (database, table) not in self.tables:
             return False
         self.parts[(database, table)].add(tuple(values))
+        self.locations[(database, table, tuple(values))] = location
         return True
 
     def drop_table(self, database: str, table: str) -> None:
@@ -135,6 +138,24 @@ def test_partitions_of_a_table_with_its_own_folder_layout(tmp_path: Path) -> Non
         partition_path="day={day}/source={source_id}/run_id={run_id}",
     )
     assert partitions_on_disk(DISK, spec) == [("s1", "2026-11-20", "r1"), ("s2", "2026-11-21", "r2")]
+
+
+def test_a_reports_day_merged_on_an_object_store_is_registered_at_its_version_folder(tmp_path: Path) -> None:
+    """After the daily merge on an object store, a source's day is one file in a version folder
+    (the day's per-run files retired): the repair finds that day and points the catalog at it."""
+    lake = tmp_path / "lake"
+    merged = layout.report_folder(lake, "2026-11-20", "s1")
+    version = layout.version_folder_name(1, "compact-20261121T000100123Z-1a2b")
+    touch(merged / version / layout.merged_report_name("compact-20261121T000100123Z-1a2b"))
+    touch(merged / version / layout.compaction_marker_name("compact-20261121T000100123Z-1a2b"))
+    touch(layout.report_file(lake, "2026-11-21", "s1", "20261121T101500123Z-3c4d"))  # today: not merged
+    spec = reports_table(lake)
+    assert partitions_on_disk(DISK, spec) == [("s1", "2026-11-21")]
+    assert moved_partitions(DISK, spec) == {("s1", "2026-11-20"): version}
+    catalog = MemoryCatalog()
+    assert repair_table(catalog, DISK, spec).partitions == 2
+    assert catalog.partitions(spec.database, spec.name) == [("s1", "2026-11-20"), ("s1", "2026-11-21")]
+    assert catalog.locations == {(spec.database, spec.name, ("s1", "2026-11-20")): f"{merged}/{version}"}
 
 
 def test_repair_table_creates_then_keeps_and_completes(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventlake import layout, partitions, progress
+from eventlake import layout, progress
 from eventlake.catalog.base import Catalog, Column, TableSpec, load_catalog
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.catalog.views import database_views
@@ -29,6 +29,21 @@ def partition_template(spec: TableSpec) -> str:
     return spec.partition_path or "/".join(f"{k}={{{k}}}" for k in spec.partition_keys)
 
 
+def _template_pattern(template: str) -> re.Pattern[str]:
+    """``day={day}/hr={hr}`` as a pattern of a partition folder's relative path, one group a key."""
+    return re.compile(
+        "".join(
+            f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part)
+            for part in re.split(r"(\{\w+\})", template)
+            if part
+        )
+    )
+
+
+def _template_glob(template: str) -> str:
+    return re.sub(r"\{\w+\}", "*", template)
+
+
 def partitions_on_disk(storage: Storage, spec: TableSpec) -> list[tuple[str, ...]]:
     """The partitions (values in partition key order) whose folder under the table's location holds
     at least one data file (``*.parquet`` for Parquet tables); hidden and ``_``-prefixed files do
@@ -36,17 +51,11 @@ def partitions_on_disk(storage: Storage, spec: TableSpec) -> list[tuple[str, ...
     if not spec.partition_keys:
         return []
     template = partition_template(spec)
-    pattern = re.compile(
-        "".join(
-            f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part)
-            for part in re.split(r"(\{\w+\})", template)
-            if part
-        )
-    )
+    pattern = _template_pattern(template)
     suffix = ".parquet" if spec.format == "parquet" else ""
     root = to_location(spec.location)
     found = set()
-    for info in storage.list(root, re.sub(r"\{\w+\}", "*", template) + "/*" + suffix):
+    for info in storage.list(root, _template_glob(template) + "/*" + suffix):
         if info.path.name.startswith((".", "_")):
             continue
         match = pattern.fullmatch(relative_to(info.path.parent, root).as_posix())
@@ -56,18 +65,26 @@ def partitions_on_disk(storage: Storage, spec: TableSpec) -> list[tuple[str, ...
 
 
 def moved_partitions(storage: Storage, spec: TableSpec) -> dict[tuple[str, ...], str]:
-    """The partitions of a Parquet table whose data is in a version folder (rewritten on an object
-    store, see :mod:`eventlake.layout`), with that folder's name."""
-    if not spec.partition_keys or spec.format != "parquet" or spec.partition_path:
+    """The partitions whose data is in a version folder (rewritten on an object store, see
+    :mod:`eventlake.sync.rewrite`: a compacted table partition, a reports day merged into one
+    file), with that folder's name."""
+    if not spec.partition_keys:
         return {}
+    template = partition_template(spec)
+    pattern, depth = _template_pattern(template), template.count("/") + 1
     root = to_location(spec.location)
-    moved = {}
-    for folder, names in partitions.partition_listing(storage, root, len(spec.partition_keys)).items():
-        values = layout.partition_values(root, folder, spec.partition_keys)
-        version = layout.current_version(names)
-        if values is not None and version is not None:
-            moved[values] = version
-    return moved
+    names: dict[tuple[str, ...], list[str]] = {}
+    for info in storage.list(root, _template_glob(template) + "/*/*"):  # a version folder's files
+        parts = relative_to(info.path, root).parts
+        match = pattern.fullmatch("/".join(parts[:depth]))
+        if match:
+            values = tuple(match[key] for key in spec.partition_keys)
+            names.setdefault(values, []).append("/".join(parts[depth:]))
+    return {
+        values: version
+        for values, found in names.items()
+        if (version := layout.current_version(found)) is not None
+    }
 
 
 @dataclass(frozen=True)
