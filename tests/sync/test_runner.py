@@ -15,8 +15,9 @@ from eventlake.flock import LockFile
 from eventlake.storage.lease import Lease, lease_name
 from eventlake.sync.lock import SyncBusyError
 from eventlake.sync.manifest import Manifest
-from eventlake.sync.runner import EXIT_BUSY, Hold, Status, exit_code, publish, run_source
+from eventlake.sync.runner import EXIT_BUSY, Hold, exit_code, publish, run_source
 from eventlake.sync.state import SyncState
+from eventlake.sync.status import Status
 
 
 def no_catalog():

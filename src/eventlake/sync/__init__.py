@@ -11,7 +11,8 @@ from eventlake.progress import Say, say
 from eventlake.storage import Storage
 from eventlake.sync.lock import SyncBusyError
 from eventlake.sync.report import SyncResult, TableResult
-from eventlake.sync.runner import Hold, Status, run_source
+from eventlake.sync.runner import Hold, run_source
+from eventlake.sync.status import Status
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -41,9 +41,10 @@ from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.index_merge import merge_index
 from eventlake.sync.manifest import Manifest, PartitionRewrite
 from eventlake.sync.rewrite import finish_rewrite
-from eventlake.sync.runner import Hold, Status, error_text, publish, run_source
+from eventlake.sync.runner import Hold, error_text, publish, run_source
 from eventlake.sync.stage import RunStage, new_run_id
 from eventlake.sync.state import SyncState
+from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc
 
 MB = 1024 * 1024

@@ -50,9 +50,10 @@ from eventlake.storage import FileInfo, Location, Storage, to_location
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.manifest import Manifest
 from eventlake.sync.rewrite import finish_rewrite, stage_output
-from eventlake.sync.runner import Hold, Status, error_text, publish, run_source
+from eventlake.sync.runner import Hold, error_text, publish, run_source
 from eventlake.sync.stage import RunStage, new_run_id
 from eventlake.sync.state import SyncState
+from eventlake.sync.status import Status
 from eventlake.timestamps import format_timestamp, now_utc
 
 ID_COLUMNS = ("user_id", "anonymous_id", "previous_id")  # a row is the user's by these ...

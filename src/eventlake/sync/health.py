@@ -23,7 +23,7 @@ import orjson
 from eventlake import layout
 from eventlake.storage import Location, Storage
 from eventlake.sync.report import SyncResult
-from eventlake.sync.runner import Status
+from eventlake.sync.status import Status
 from eventlake.timestamps import format_timestamp, parse_timestamp
 
 FORMAT = 1

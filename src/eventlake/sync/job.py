@@ -44,10 +44,11 @@ from eventlake.sync.report import (
     write_report_rows,
 )
 from eventlake.sync.report_days import checkpoint_reports
-from eventlake.sync.runner import Hold, Status, publish
+from eventlake.sync.runner import Hold, publish
 from eventlake.sync.selection import NewFiles, Selection
 from eventlake.sync.stage import MESSAGES, TABLE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
+from eventlake.sync.status import Status
 from eventlake.sync.transform import PARSED_SCHEMA, parse_files
 from eventlake.sync.write import write_tables
 from eventlake.timestamps import now_utc

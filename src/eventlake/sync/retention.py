@@ -36,7 +36,8 @@ from eventlake.storage import Storage, to_location
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.dedupe_index import CLOCK_MARGIN, index_days_before
 from eventlake.sync.ledger import Ledger
-from eventlake.sync.runner import Hold, Status, error_text, run_source
+from eventlake.sync.runner import Hold, error_text, run_source
+from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc
 
 DAY_MS = layout.DAY_MS

@@ -163,7 +163,6 @@ def busy_sources(results: Iterable[SourceResult]) -> list[str]:
 __all__ = [
     "Hold",
     "SourceResult",
-    "Status",
     "busy_sources",
     "error_text",
     "exit_code",
