@@ -39,14 +39,15 @@ NOW = now_utc().replace(hour=12, minute=0, second=0, microsecond=0)
 YESTERDAY = NOW - timedelta(days=1)
 
 
-def athena_runs(glue, storage: Storage) -> list[tuple[str, str]]:
-    """(day, run_id) of every source row, read as Athena reads the table: Glue's partitions, each
-    location listed (files whose names start with ``_`` or ``.`` skipped), every file read."""
+def athena_runs(glue, storage: Storage, source_id: str) -> list[tuple[str, str]]:
+    """(day, run_id) of the source's rows, read as Athena reads the table: Glue's partitions (the
+    source's: the worker's other tests' lakes share this Glue table), each location listed (files
+    whose names start with ``_`` or ``.`` skipped), every file read."""
     runs = []
     pages = glue.get_paginator("get_partitions").paginate(
         DatabaseName=REPORTS_DATABASE, TableName=REPORTS_TABLE
     )
-    for partition in (p for page in pages for p in page["Partitions"]):
+    for partition in (p for page in pages for p in page["Partitions"] if p["Values"][0] == source_id):
         location = to_location(partition["StorageDescriptor"]["Location"].rstrip("/"))
         for info in storage.list(location, "*"):
             if info.path.name.startswith(("_", ".")):
@@ -83,7 +84,7 @@ def test_a_finished_day_moves_to_a_version_folder_and_glue_follows(s3_lake, moto
     runs = [(f"{YESTERDAY:%Y-%m-%d}", write_run(YESTERDAY.replace(hour=2 * n), n)) for n in range(4)]
     runs += [(f"{NOW:%Y-%m-%d}", write_run(NOW.replace(hour=1), 10))]
     glue = boto3.client("glue", endpoint_url=moto.endpoint)
-    assert athena_runs(glue, storage) == sorted(runs)
+    assert athena_runs(glue, storage, source_id) == sorted(runs)
     history = run_history(settings, limit=100)
 
     assert checkpoint_reports(storage, lake, catalog, state, source_id, say, now=NOW) == 1
@@ -98,17 +99,21 @@ def test_a_finished_day_moves_to_a_version_folder_and_glue_follows(s3_lake, moto
         PartitionValues=[source_id, f"{YESTERDAY:%Y-%m-%d}"],
     )["Partition"]["StorageDescriptor"]["Location"]
     assert location.rstrip("/") == f"{folder}/{version}"
-    assert athena_runs(glue, storage) == sorted(runs)  # not the per-run files and the merged one
+    assert athena_runs(glue, storage, source_id) == sorted(runs)  # not the per-run files and the merged one
     assert run_history(settings, limit=100) == history
 
-    # the grace period over, the per-run files go; then a lost catalog is rebuilt from the lake: the
-    # merged day is registered at its version folder again
+    # the grace period over, the per-run files go; then the source's partitions lost from the
+    # catalog are rebuilt from the lake: the merged day is registered at its version folder again
     for info in storage.list(folder, "*"):
         storage.delete(info.path)
-    assert athena_runs(glue, storage) == sorted(runs)
-    glue.delete_table(DatabaseName=REPORTS_DATABASE, Name=REPORTS_TABLE)
+    assert athena_runs(glue, storage, source_id) == sorted(runs)
+    glue.batch_delete_partition(
+        DatabaseName=REPORTS_DATABASE, TableName=REPORTS_TABLE,
+        PartitionsToDelete=[{"Values": [source_id, day]} for day in sorted({d for d, _ in runs})],
+    )  # fmt: skip
+    assert athena_runs(glue, storage, source_id) == []
     assert repair_table(catalog, storage, reports_table(lake)).partitions == 2
-    assert athena_runs(glue, storage) == sorted(runs)
+    assert athena_runs(glue, storage, source_id) == sorted(runs)
 
 
 def _names(storage: Storage, folder: ObjectPath) -> list[str]:
