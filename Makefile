@@ -10,7 +10,7 @@ demo: java $(INSTALLED)  ## the demo needs only Java and the Python packages
 	$(BIN)/python scripts/demo.py
 
 # the tiers run in parallel worker processes: tests sharing a server stay on one (tests/README.md)
-PYTEST_WORKERS ?= 4
+PYTEST_WORKERS ?= 2
 
 test: setup lint
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
