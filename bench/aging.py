@@ -398,8 +398,20 @@ def lay_aged(
         history.lay_closed(history.today - k * DAY_MS)
     ids = history.lay_index(rate, scale, hours)
     ledger = history.reset_ledger(run_entries)
+    started = time.monotonic()
+    console_summaries(ctx.settings)
     return {"files": ctx.layer.count, "archive_files": sum(len(n) for n in history.names.values()),
-            "index_ids": ids, "today_hours": hours, "tables": sorted(history.tables), **ledger}  # fmt: skip
+            "index_ids": ids, "today_hours": hours, "tables": sorted(history.tables), **ledger,
+            "console_summaries_s": round(time.monotonic() - started, 1)}  # fmt: skip
+
+
+def console_summaries(settings: Any) -> None:
+    """The web console's summaries of the closed days, made by the console's own reading of the
+    reports (``LakeWatch``), as a console that ran through those days leaves them in the state folder
+    (it reads each day's reports once, when the day is no longer recent)."""
+    from eventlake.console.lake import LakeWatch
+
+    LakeWatch(settings, collector_url=None).refresh()
 
 
 # -- one store: project, engine, micro-batches --------------------------------------------------------

@@ -67,6 +67,10 @@ archive file of ``--batch`` messages of the soak's kinds (no probe) is synced by
   at 2,000 msg/s the 7-day window holds 1.2 billion ids (about 28 GB of key files) in full, 40 to
   50 million at 1/32. Days outside the window hold a few ids (a sync never reads them).
 
+- the web console's summaries of the closed days (``eventlake.console.lake.DaySummary``), made by the
+  console's own code from the laid reports, as a console running through those days leaves them in
+  the state folder (a console reads a day's reports once, when the day is no longer recent).
+
 Not laid: the metastore's partitions of the laid days (as in aging.py). ``--compare-age D`` runs the
 soak twice in one script, each on a new project: fresh (the base sync only, so both soaks start
 with the same tables), then aged D days; it prints p50/p99 per engine of both and aged / fresh
@@ -551,7 +555,8 @@ def age_project(config: Path, days: int, rate: float, scale: float) -> str:
         f"laid in {time.monotonic() - began:.0f} s: {laid['files']:,} files, {laid['archive_files']:,} "
         f"archive files, {laid['index_ids']:,} dedupe ids in the window (scale {scale:g}), "
         f"{len(laid['tables'])} tables' compacted files per hour of each closed day; ledger checkpoint "
-        f"closed through {datetime.fromtimestamp(laid['closed_through'] / 1000, timezone.utc):%Y-%m-%d}"
+        f"closed through {datetime.fromtimestamp(laid['closed_through'] / 1000, timezone.utc):%Y-%m-%d}; "
+        f"the console's summaries of the closed days made in {laid['console_summaries_s']:.0f} s"
     )
 
 

@@ -621,6 +621,12 @@ def error_log(state: Path, at: datetime, pid: int) -> Path:
     return log_dir(state) / f"error-{at.astimezone(timezone.utc):%Y%m%dT%H%M%SZ}-{pid}.log"
 
 
+def console_day_summary(state: Path, source_id: str, day: str) -> Path:
+    """The console's summary of one source's runs of one older day, kept so that a restarted
+    console does not read the day's reports again: ``console/report-days/<source-id>/<day>.json``."""
+    return state / "console" / "report-days" / source_id / f"{day}.json"
+
+
 def metastore_lock_file(state: Path) -> Path:
     """Held by the one process (or metastore service) that has the embedded Derby open."""
     return lock_file(state, "metastore")

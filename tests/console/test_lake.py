@@ -141,3 +141,113 @@ def test_with_the_reports_index_the_watch_walks_days_and_refreshes_from_the_newe
     _write(settings, _run("ios", "SRC2", "r3", now))
     watch.refresh()  # lists the newest day seen and the days after it
     assert [r.run_id for r in watch.runs()[0]] == ["r3", "r2", "r1", "r0"]
+
+
+def _history(settings: Settings, now: datetime) -> None:
+    """Runs of both sources over ten days (replays, failures, new columns among them), ids named as
+    the sync names them (their start)."""
+    from eventlake.sync.stage import new_run_id
+
+    for n in range(120):
+        start = now - timedelta(hours=2 * n + 1, minutes=n % 7)
+        source, source_id = ("web", "SRC1") if n % 3 else ("ios", "SRC2")
+        table = TableResult(
+            source, "page", n, n == 119, ((f"c{n % 11}", "string"),) if n % 5 == 0 else (), ()
+        )
+        if n % 13 == 0:
+            result = SyncResult.failure(
+                source, source_id, RuntimeError("boom"), run_id=new_run_id(start), start=start
+            )
+        else:
+            replay = {"replay_from": start - timedelta(days=1), "replay_to": start} if n % 17 == 0 else {}
+            result = _run(source, source_id, new_run_id(start), start, (table,), rejected_values=n % 4,
+                          duplicates_dropped=n % 3, **replay)  # fmt: skip
+        _write(settings, result)
+
+
+def _pages(watch: LakeWatch) -> list[object]:
+    days = sorted({r.day for r in watch.runs(limit=10_000)[0]})
+    seen = []
+    for source in ("", "web", "ios"):
+        for status in ("", "Success", "Failed", "Partial Success"):
+            for day in ("", *days):
+                for offset, limit in ((0, 7), (5, 7), (30, 25), (60, 50), (0, 1000)):
+                    runs, total = watch.runs(source, status, day, offset, limit)
+                    seen.append((source, status, day, offset, [r.run_id for r in runs], total))
+    return seen
+
+
+def test_older_days_are_summaries_and_answer_as_the_runs_did(tmp_path: Path, monkeypatch) -> None:
+    import eventlake.console.lake as lake_module
+
+    settings, now = _settings(tmp_path), now_utc()
+    _history(settings, now)
+    monkeypatch.setattr(lake_module, "RECENT_DAYS", 100_000)  # every run held: the reference
+    held = LakeWatch(settings, collector_url=None)
+    held.refresh()
+    monkeypatch.setattr(lake_module, "RECENT_DAYS", 2)
+    watch = LakeWatch(settings, collector_url=None)
+    watch.refresh()
+
+    assert len(watch._runs) < 40 < len(held._runs) == 120  # the older days are summaries
+    assert _pages(watch) == _pages(held)
+    assert watch.totals() == held.totals()
+    assert watch.rows_per_day(30) == held.rows_per_day(30)
+    assert watch.column_runs("web", "page") == held.column_runs("web", "page") != {}
+    assert watch.column_runs("ios", "page") == held.column_runs("ios", "page") != {}
+    for run in held.runs(limit=1000)[0][::7]:
+        assert watch.run(run.run_id) == run
+    assert watch.run("20200101T000000000Z-0000") is None
+    for source_id in ("SRC1", "SRC2"):
+        assert watch.last_run(source_id) == held.last_run(source_id)
+        assert watch.quarantined_recently(source_id) == held.quarantined_recently(source_id)
+
+
+def test_a_restarted_console_reads_only_the_older_days_whose_files_changed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    settings, now = _settings(tmp_path), now_utc()
+    _history(settings, now)
+    first = LakeWatch(settings, collector_url=None)
+    first.refresh()
+
+    read: list[str] = []
+    original = LocalStorage.read_lines
+
+    def counting(self, path):
+        read.append(str(path))
+        return original(self, path)
+
+    monkeypatch.setattr(LocalStorage, "read_lines", counting)
+    second = LakeWatch(settings, collector_url=None)
+    second.refresh()
+    recent = {(now - timedelta(days=n)).strftime("%Y-%m-%d") for n in (0, 1)}
+    assert read and all(layout.report_day(Path(p), settings.lake.root) in recent for p in read)
+    assert second.totals() == first.totals() and _pages(second) == _pages(first)
+
+    late_day = (now - timedelta(days=6)).strftime("%Y-%m-%d")  # a late report into an older day
+    late = now - timedelta(days=6, hours=-1)
+    _write(settings, _run("ios", "SRC2", "20200101T000000000Z-late", late, rejected_values=5))
+    read.clear()
+    third = LakeWatch(settings, collector_url=None)
+    third.refresh()
+    assert {layout.report_day(Path(p), settings.lake.root) for p in read} == recent | {late_day}
+    assert third.totals()["SRC2"].rejected_values == first.totals()["SRC2"].rejected_values + 5
+    assert third.runs(source="ios", day=late_day)[1] == first.runs(source="ios", day=late_day)[1] + 1
+
+
+def test_at_midnight_a_day_s_runs_become_its_summary(tmp_path: Path, monkeypatch) -> None:
+    import eventlake.console.lake as lake_module
+
+    settings, now = _settings(tmp_path), now_utc()
+    _history(settings, now)
+    watch = LakeWatch(settings, collector_url=None)
+    watch.refresh()
+    before = (watch.totals(), _pages(watch), watch.column_runs("web", "page"))
+    held = len(watch._runs)
+    monkeypatch.setattr(lake_module, "now_utc", lambda: now + timedelta(days=1))
+    watch.refresh()
+    assert len(watch._runs) < held
+    assert (watch.totals(), _pages(watch), watch.column_runs("web", "page")) == before
+    yesterday = (now - timedelta(days=1)).strftime("%Y-%m-%d")
+    assert layout.console_day_summary(settings.lake.state_dir, "SRC1", yesterday).is_file()

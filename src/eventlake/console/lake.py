@@ -1,28 +1,45 @@
 """What the console shows, read from the lake once and kept up to date by small increments.
 
-A page view never scans the lake: :class:`LakeWatch` holds the sync runs (one summary per report
-file, read once, the newest day first: report files never change), the columns' first runs, and
-per source the oldest message not yet queryable; :meth:`LakeWatch.refresh` reads what is new (new
-report files of the newest days, the ledger's checkpoint and newest entries, the open days of the
-archive, the spool) and is called by the console's background thread every few seconds. Messages
-accepted per minute come from the collector's ``/metrics``.
+A page view never scans the lake: :class:`LakeWatch` holds the sync runs of the last
+:data:`RECENT_DAYS` days (one summary per report file, read once, the newest day first: report files
+never change), a :class:`DaySummary` per source and older day (what the overview, ``/metrics`` and
+the history's counts need: a year of ``up`` is about a million runs, which a console must neither
+read at each start nor hold), and per source the oldest message not yet queryable;
+:meth:`LakeWatch.refresh` reads what is new (new report files of the newest days, the ledger's
+checkpoint and newest entries, the open days of the archive, the spool) and is called by the
+console's background thread every few seconds. Messages accepted per minute come from the
+collector's ``/metrics``.
+
+An older day's summary is kept in the project's state folder
+(:func:`eventlake.layout.console_day_summary`) with the names of the report files it was made from:
+a day's files change only by a merge or a late report, and both change the names, so a restarted
+console reads again only the days whose files changed (the first start after an upgrade reads them
+all, once). The runs of an older day are read when a page asks for them (the history's later pages,
+a run's page), a few days kept.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import time
 import urllib.request
-from collections import deque
+from collections import OrderedDict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
+import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from eventlake import layout
 from eventlake.config import Settings, SourceSettings
+from eventlake.partitions import report_day_files
+from eventlake.storage import Location, relative_to
+from eventlake.storage.local import write_atomic
 from eventlake.sync.health import read_health
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
@@ -31,6 +48,10 @@ from eventlake.timestamps import now_utc, parse_timestamp
 
 ACCEPTED_METRIC = "eventlake_messages_accepted"  # the collector's counter, by source (without _total)
 RATE_WINDOW_SECONDS = 60.0
+RECENT_DAYS = 2  # today and yesterday (UTC): their runs are held; an older day is a DaySummary
+OLD_DAYS_HELD = 8  # older days whose runs a page asked for, kept (the least recently asked go)
+SUMMARY_VERSION = 1
+_RUN_DAY = re.compile(r"(\d{4})(\d{2})(\d{2})T\d{6}")  # a run id's start (see sync.stage.new_run_id)
 
 
 @dataclass(frozen=True)
@@ -126,6 +147,92 @@ class SyncTotals:
     rejected_values: int = 0
     last_success: datetime | None = None  # the newest Success or Partial Success run's finish
 
+    def add(self, other: SyncTotals) -> None:
+        """Add an older ``other`` (its last success counts only when this has none)."""
+        for status, count in other.runs.items():
+            self.runs[status] = self.runs.get(status, 0) + count
+        self.rows += other.rows
+        self.duplicates_dropped += other.duplicates_dropped
+        self.rejected_messages += other.rejected_messages
+        self.rejected_values += other.rejected_values
+        if self.last_success is None:
+            self.last_success = other.last_success
+
+    def count(self, run: Run) -> None:
+        """Add a run older than those counted so far (replays are not counted)."""
+        if run.replay:
+            return
+        self.runs[str(run.status)] = self.runs.get(str(run.status), 0) + 1
+        self.rows += run.rows
+        self.duplicates_dropped += run.duplicates_dropped
+        self.rejected_messages += run.rejected_messages
+        self.rejected_values += run.rejected_values
+        if run.status != Status.FAILED and self.last_success is None:
+            self.last_success = run.finish
+
+
+@dataclass
+class DaySummary:
+    """One source's runs of one day older than :data:`RECENT_DAYS`, summed up, and the report files
+    they were read from (see the module docstring)."""
+
+    source_id: str
+    day: str
+    files: tuple[str, ...]  # the report files read, sorted
+    statuses: dict[str, int]  # runs by status, replays included (the history's counts)
+    rows: int  # rows of every run, replays included (rows per day)
+    totals: SyncTotals  # replays left out (/metrics)
+    columns: dict[str, dict[str, dict[str, str]]]  # database -> table -> column -> the run adding it
+
+    @property
+    def runs(self) -> int:
+        return sum(self.statuses.values())
+
+    def matching(self, status: str) -> int:
+        return self.statuses.get(status, 0) if status else self.runs
+
+    def to_json(self) -> bytes:
+        totals = dataclasses.asdict(self.totals)
+        totals["last_success"] = self.totals.last_success.isoformat() if self.totals.last_success else None
+        return orjson.dumps({"version": SUMMARY_VERSION, **dataclasses.asdict(self), "totals": totals})
+
+    @classmethod
+    def from_json(cls, data: bytes) -> DaySummary:
+        """``ValueError`` (or ``KeyError``, ``TypeError``) for a file that is not a summary of this
+        version."""
+        fields = orjson.loads(data)
+        if fields.pop("version", None) != SUMMARY_VERSION:
+            raise ValueError("another version")
+        totals = fields.pop("totals")
+        last = totals.pop("last_success")
+        return cls(
+            **{**fields, "files": tuple(fields["files"])},
+            totals=SyncTotals(**totals, last_success=parse_timestamp(last) if last else None),
+        )
+
+
+def summarize(source_id: str, day: str, files: Iterable[str], runs: Iterable[Run]) -> DaySummary:
+    """The :class:`DaySummary` of one source's ``runs`` of ``day`` (any order).
+
+    >>> start = datetime(2026, 11, 20, 8, tzinfo=timezone.utc)
+    >>> table = TableRun("web", "page", 5, True, (("url", "string"),), False, "", 1)
+    >>> run = Run("S1", "web", "r1", start, start, "Success", 5, 0, 0, 2, 0, 1, 10, "", "", (),
+    ...           False, (table,), "2026-11-20")
+    >>> day = summarize("S1", "2026-11-20", ["b", "a"], [run])
+    >>> day.files, day.statuses, day.totals.rejected_values, day.columns
+    (('a', 'b'), {'Success': 1}, 2, {'web': {'page': {'url': 'r1'}}})
+    """
+    totals, statuses, rows = SyncTotals(), dict[str, int](), 0
+    columns: dict[str, dict[str, dict[str, str]]] = {}
+    for run in sorted(runs, key=lambda r: (r.start, r.run_id), reverse=True):  # newest first
+        totals.count(run)
+        statuses[str(run.status)] = statuses.get(str(run.status), 0) + 1
+        rows += run.rows
+        for table in run.tables:  # the oldest run naming a column, as the last one seen
+            added = columns.setdefault(table.database, {}).setdefault(table.table, {})
+            added.update((name, run.run_id) for name, _ in table.new_columns)
+    return DaySummary(source_id, day, tuple(sorted(files)), statuses, rows, totals, columns)
+
 
 @dataclass
 class SourceHealth:
@@ -153,10 +260,12 @@ class LakeWatch:
         self.collector_url = collector_url
         self.slugs = {s.id: s.slug for s in settings.sources}
         self._lock = threading.Lock()
-        self._runs: dict[tuple[str, str], Run] = {}  # by source and run id
-        self._read: set[str] = set()  # report files read (a run's, or a merged day's: not again)
+        self._runs: dict[tuple[str, str], Run] = {}  # the recent days' runs, by source and run id
+        self._read: dict[str, tuple[str, str]] = {}  # recent report files read: their day and source
         self._unreadable: set[str] = set()  # report files that did not parse (not read again)
-        self._sorted: list[Run] = []  # newest first
+        self._sorted: list[Run] = []  # the recent days' runs, newest first
+        self._days: dict[tuple[str, str], DaySummary] = {}  # older days, by source and day
+        self._old: OrderedDict[str, list[Run]] = OrderedDict()  # older days' runs pages asked for
         self._newest_day: str | None = None  # the newest day holding reports (where refreshes start)
         self._health = {s.id: SourceHealth(s) for s in settings.sources}
         self._samples: deque[tuple[float, dict[str, float]]] = deque(maxlen=64)
@@ -179,7 +288,9 @@ class LakeWatch:
         """The report files not read yet, the newest day first: the first read publishes the
         newest day's runs as soon as they are read (pages show them while older days are read);
         later reads list only the newest day seen and the days after it (a run's report lands in
-        the day it started)."""
+        the day it started). A day older than :data:`RECENT_DAYS` becomes a summary."""
+        recent = _recent_floor()
+        self._age_out(recent)
         since = None
         if self._newest_day is not None:
             since = (date.fromisoformat(self._newest_day) - timedelta(days=1)).isoformat()
@@ -187,18 +298,18 @@ class LakeWatch:
         for day, paths in report_files_by_day(self.storage, self.settings.lake.root, since=since):
             if paths and (self._newest_day is None or day > self._newest_day):
                 self._newest_day = day
+            if day < recent:
+                self._summarize_day(day, paths)
+                continue
             fresh: dict[tuple[str, str], Run] = {}
             for path in paths:
                 if str(path) in self._read or str(path) in self._unreadable:
                     continue
-                try:  # (a day merged since it was read: its runs come again, once each)
-                    read = report_runs(read_report_rows(self.storage, path))
-                    runs = [run_from_rows(rows, self.slugs) for rows in read]
-                except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                    self._unreadable.add(str(path))  # damaged: `eventlake reports` names it
+                runs = self._runs_of(path)
+                if runs is None:
                     continue
-                self._read.add(str(path))
-                fresh.update(((run.source_id, run.run_id), run) for run in runs if run is not None)
+                self._read[str(path)] = (day, self._source_of(path))
+                fresh.update(((run.source_id, run.run_id), run) for run in runs)
             if fresh:
                 with self._lock:
                     self._runs.update(fresh)
@@ -208,10 +319,95 @@ class LakeWatch:
         if len(self._runs) != published:
             self._publish()
 
+    def _runs_of(self, path: Location) -> list[Run] | None:
+        """A report file's runs; None when it does not parse (said by ``eventlake reports``)."""
+        try:  # (a day merged since it was read: its runs come again, once each)
+            read = report_runs(read_report_rows(self.storage, path))
+            return [run for rows in read if (run := run_from_rows(rows, self.slugs)) is not None]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self._unreadable.add(str(path))
+            return None
+
+    def _source_of(self, path: Location) -> str:
+        """The source id of a report file (its ``source=`` folder)."""
+        return relative_to(path, layout.reports_root(self.settings.lake.root)).parts[1].split("=", 1)[1]
+
+    def _summarize_day(self, day: str, paths: list[Location]) -> None:
+        """Each source's summary of an older day: kept if its files are the same, else read from the
+        state folder if made from the same files, else made from the files (and kept there)."""
+        by_source: dict[str, list[Location]] = {}
+        for path in paths:
+            by_source.setdefault(self._source_of(path), []).append(path)
+        for source_id, files in by_source.items():
+            names = tuple(sorted(str(p) for p in files))
+            known = self._days.get((source_id, day))
+            if known is not None and known.files == names:
+                continue
+            state = layout.console_day_summary(self.settings.lake.state_dir, source_id, day)
+            summary = _stored_summary(state, names)
+            if summary is None:
+                runs = [run for path in files for run in self._runs_of(path) or ()]
+                summary = summarize(source_id, day, names, runs)
+                _store_summary(state, summary)
+            with self._lock:
+                self._days[(source_id, day)] = summary
+                self._totals = None
+                self.generation += 1
+
+    def _age_out(self, recent: str) -> None:
+        """The held runs of days now older than ``recent`` become those days' summaries."""
+        with self._lock:
+            old = [run for run in self._runs.values() if run.day < recent]
+            if not old:
+                return
+            files: dict[tuple[str, str], list[str]] = {}
+            for path, (day, source_id) in list(self._read.items()):
+                if day < recent:
+                    files.setdefault((source_id, day), []).append(path)
+                    del self._read[path]
+            runs: dict[tuple[str, str], list[Run]] = {}
+            for run in old:
+                runs.setdefault((run.source_id, run.day), []).append(run)
+                del self._runs[(run.source_id, run.run_id)]
+            summaries = [
+                summarize(source_id, day, files.get((source_id, day), ()), day_runs)
+                for (source_id, day), day_runs in runs.items()
+            ]
+            self._days.update(((s.source_id, s.day), s) for s in summaries)
+        for summary in summaries:
+            state = layout.console_day_summary(self.settings.lake.state_dir, summary.source_id, summary.day)
+            _store_summary(state, summary)
+        self._publish()
+
     def _publish(self) -> None:
         with self._lock:
             self._sorted = sorted(self._runs.values(), key=lambda r: (r.start, r.run_id), reverse=True)
+            self._totals = None
             self.generation += 1
+
+    def _old_day_runs(self, day: str) -> list[Run]:
+        """Every source's runs of an older day, newest first (read once, a few days kept)."""
+        with self._lock:
+            if day in self._old:
+                self._old.move_to_end(day)
+                return self._old[day]
+        paths = report_day_files(self.storage, self.settings.lake.root, day)
+        runs = {(r.source_id, r.run_id): r for path in paths for r in self._runs_of(path) or ()}
+        ordered = sorted(runs.values(), key=lambda r: (r.start, r.run_id), reverse=True)
+        with self._lock:
+            self._old[day] = ordered
+            while len(self._old) > OLD_DAYS_HELD:
+                self._old.popitem(last=False)
+        return ordered
+
+    def _older_days(self) -> list[tuple[str, list[DaySummary]]]:
+        """The older days' summaries by day, the newest day first."""
+        with self._lock:
+            summaries = list(self._days.values())
+        days: dict[str, list[DaySummary]] = {}
+        for summary in summaries:
+            days.setdefault(summary.day, []).append(summary)
+        return sorted(days.items(), reverse=True)
 
     def _read_source(self, source: SourceSettings) -> None:
         ledger = Ledger(self.storage, self.settings.lake.root, source.id)
@@ -274,23 +470,50 @@ class LakeWatch:
     def runs(
         self, source: str = "", status: str = "", day: str = "", offset: int = 0, limit: int = 50
     ) -> tuple[list[Run], int]:
-        """The runs matching the filters, newest first: one page of them and how many match."""
+        """The runs matching the filters, newest first: one page of them and how many match (an
+        older day's runs are read only when the page reaches them)."""
+
+        def matches(r: Run) -> bool:
+            return (not source or r.source == source) and (not status or r.status == status)
+
         with self._lock:
             runs = self._sorted
-        matching = [
-            r for r in runs
-            if (not source or r.source == source) and (not status or r.status == status)
-            and (not day or r.day == day)
-        ]  # fmt: skip
-        return matching[offset : offset + limit], len(matching)
+        matching = [r for r in runs if matches(r) and (not day or r.day == day)]
+        page, total = matching[offset : offset + limit], len(matching)
+        for older, summaries in self._older_days():
+            if day and older != day:
+                continue
+            count = sum(
+                s.matching(status) for s in summaries
+                if not source or self.slugs.get(s.source_id, s.source_id) == source
+            )  # fmt: skip
+            if count and len(page) < limit and offset < total + count:
+                held = [r for r in self._old_day_runs(older) if matches(r)]
+                page += held[max(0, offset - total) : offset + limit - total]
+            total += count
+        return page[:limit], total
 
     def run(self, run_id: str) -> Run | None:
         with self._lock:
-            return next((r for r in self._sorted if r.run_id == run_id), None)
+            found = next((r for r in self._sorted if r.run_id == run_id), None)
+        if found is not None:
+            return found
+        started = _RUN_DAY.search(run_id)
+        days = [day for day, _ in self._older_days()]
+        if started is not None:  # a run's report is in the day it started
+            day = "-".join(started.groups())
+            days = [day] if day in days else []
+        return next((r for day in days for r in self._old_day_runs(day) if r.run_id == run_id), None)
 
     def last_run(self, source_id: str) -> Run | None:
         with self._lock:
-            return next((r for r in self._sorted if r.source_id == source_id), None)
+            found = next((r for r in self._sorted if r.source_id == source_id), None)
+        if found is not None:
+            return found
+        for day, summaries in self._older_days():
+            if any(s.source_id == source_id and s.runs for s in summaries):
+                return next((r for r in self._old_day_runs(day) if r.source_id == source_id), None)
+        return None
 
     def follow(self, settings: Settings) -> None:
         """Take the sources of a reloaded ``eventlake.toml`` (``sources add/remove/disable/enable``
@@ -318,17 +541,11 @@ class LakeWatch:
             if self._totals is not None and self._totals[0] == generation:
                 return self._totals[1]
         totals = {s.id: SyncTotals() for s in self.settings.sources}
-        for run in runs:
-            if run.replay:
-                continue
-            total = totals.setdefault(run.source_id, SyncTotals())
-            total.runs[run.status] = total.runs.get(run.status, 0) + 1
-            total.rows += run.rows
-            total.duplicates_dropped += run.duplicates_dropped
-            total.rejected_messages += run.rejected_messages
-            total.rejected_values += run.rejected_values
-            if run.status != Status.FAILED and total.last_success is None:  # newest first
-                total.last_success = run.finish
+        for run in runs:  # newest first
+            totals.setdefault(run.source_id, SyncTotals()).count(run)
+        for _, summaries in self._older_days():
+            for summary in summaries:
+                totals.setdefault(summary.source_id, SyncTotals()).add(summary.totals)
         with self._lock:
             self._totals = (generation, totals)
         return totals
@@ -343,16 +560,24 @@ class LakeWatch:
         for run in runs:
             if run.day < labels[0]:
                 break  # newest first
-            if run.source not in totals:
-                totals[run.source] = dict.fromkeys(labels, 0)
-            totals[run.source][run.day] += run.rows
+            totals.setdefault(run.source, dict.fromkeys(labels, 0))[run.day] += run.rows
+        for day, summaries in self._older_days():
+            if day < labels[0]:
+                break
+            for summary in summaries:
+                slug = self.slugs.get(summary.source_id, summary.source_id)
+                totals.setdefault(slug, dict.fromkeys(labels, 0))[day] += summary.rows
         return {slug: list(counts.items()) for slug, counts in totals.items()}
 
     def column_runs(self, database: str, table: str) -> dict[str, str]:
         """Each column of a table and the run that added it (its first run that names it)."""
+        added: dict[str, str] = {}
+        for _, summaries in reversed(self._older_days()):  # oldest first
+            for summary in sorted(summaries, key=lambda s: s.source_id):
+                for name, run_id in summary.columns.get(database, {}).get(table, {}).items():
+                    added.setdefault(name, run_id)
         with self._lock:
             runs = self._sorted
-        added: dict[str, str] = {}
         for run in reversed(runs):  # oldest first: the first run naming a column added it
             for t in run.tables:
                 if t.database == database and t.table == table:
@@ -371,6 +596,28 @@ class LakeWatch:
             if run.source_id == source_id:
                 total += run.rejected
         return total
+
+
+def _recent_floor() -> str:
+    """The oldest day whose runs the console holds (:data:`RECENT_DAYS`)."""
+    return (now_utc().date() - timedelta(days=RECENT_DAYS - 1)).isoformat()
+
+
+def _stored_summary(path: Path, files: tuple[str, ...]) -> DaySummary | None:
+    """The summary kept at ``path`` if it was made from ``files`` (None: none, another, damaged)."""
+    try:
+        summary = DaySummary.from_json(path.read_bytes())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return summary if summary.files == files else None
+
+
+def _store_summary(path: Path, summary: DaySummary) -> None:
+    """Keep a summary for the next start (best effort: a console that cannot write reads again)."""
+    try:
+        write_atomic(path, summary.to_json())
+    except OSError:
+        pass
 
 
 def _utc(ms: int) -> datetime:
