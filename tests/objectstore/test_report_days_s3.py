@@ -21,17 +21,13 @@ from eventlake.sync.report import (
     REPORTS_TABLE,
     SyncResult,
     TableResult,
-    note_report_day,
-    report_partition,
-    report_path,
-    report_rows,
     reports_table,
-    write_report_rows,
 )
 from eventlake.sync.report_days import checkpoint_reports
 from eventlake.sync.state import SyncState
 from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc
+from tests.sync.test_report_days import register_report
 
 pytestmark = pytest.mark.integration
 
@@ -74,11 +70,7 @@ def test_a_finished_day_moves_to_a_version_folder_and_glue_follows(s3_lake, moto
             s3_lake.slug, source_id, f"{start:%Y%m%dT%H%M%S}000Z-{n:04x}", Status.SUCCESS, start,
             start + timedelta(seconds=5), tables=(table,), input_files=1,
         )  # fmt: skip
-        rows = report_rows(result, lake)
-        write_report_rows(storage, report_path(result, lake), rows)
-        note_report_day(storage, lake, rows[0]["day"])
-        catalog.ensure_table(reports_table(lake))
-        catalog.add_partitions(reports_table(lake), [report_partition(result)])
+        register_report(storage, lake, catalog, result)
         return result.run_id
 
     runs = [(f"{YESTERDAY:%Y-%m-%d}", write_run(YESTERDAY.replace(hour=2 * n), n)) for n in range(4)]

@@ -42,6 +42,15 @@ NOW = now_utc().replace(hour=12, minute=0, second=0, microsecond=0)  # (a test a
 YESTERDAY = NOW - timedelta(days=1)
 
 
+def register_report(storage, lake, catalog, result: SyncResult) -> None:
+    """As a sync's commit: the run's report, the reports' day index, the table and its partition."""
+    rows = report_rows(result, lake)
+    write_report_rows(storage, report_path(result, lake), rows)
+    note_report_day(storage, lake, rows[0]["day"])
+    catalog.ensure_table(reports_table(lake))
+    catalog.add_partitions(reports_table(lake), [report_partition(result)])
+
+
 @dataclasses.dataclass
 class Project:
     settings: object
@@ -61,13 +70,7 @@ class Project:
         )  # fmt: skip
 
     def write_run(self, start: datetime, n: int) -> None:
-        """As a sync's commit: the report, the index, the table and its partition."""
-        result = self.result(start, n)
-        rows = report_rows(result, self.lake)
-        write_report_rows(self.storage, report_path(result, self.lake), rows)
-        note_report_day(self.storage, self.lake, rows[0]["day"])
-        self.catalog.ensure_table(reports_table(self.lake))
-        self.catalog.add_partitions(reports_table(self.lake), [report_partition(result)])
+        register_report(self.storage, self.lake, self.catalog, self.result(start, n))
 
     def sync_start(self, now: datetime = NOW) -> int:
         """What a sync does first: complete interrupted commits, drop crashed stages, checkpoint."""
