@@ -16,7 +16,7 @@ import pytest
 from eventlake import layout
 from eventlake.catalog import base
 from eventlake.catalog.base import Catalog, Column, TableSpec
-from eventlake.catalog.repair import moved_partitions, partitions_on_disk, repair_catalog, repair_table
+from eventlake.catalog.repair import repair_catalog, repair_table, table_partitions
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import CatalogSettings, LakeSettings, Settings, SourceSettings
 from eventlake.config.settings import Secret
@@ -119,8 +119,8 @@ def test_partitions_on_disk_are_folders_holding_data_files(tmp_path: Path) -> No
     touch(table / "day=2026-11-21" / "x=01" / "part-0.parquet")  # not a partition of this table
     touch(table / "day=2026-11-22" / "part-0.parquet")  # too shallow
     spec = TableSpec("web", "page", COLUMNS, ("day", "hr"), str(table))
-    assert partitions_on_disk(DISK, spec) == [("2026-11-20", "07"), ("2026-11-20", "08")]
-    assert partitions_on_disk(DISK, dataclasses.replace(spec, location=str(tmp_path / "gone"))) == []
+    assert table_partitions(DISK, spec).on_disk == [("2026-11-20", "07"), ("2026-11-20", "08")]
+    assert table_partitions(DISK, dataclasses.replace(spec, location=str(tmp_path / "gone"))).on_disk == []
 
 
 def test_partitions_of_a_table_with_its_own_folder_layout(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_partitions_of_a_table_with_its_own_folder_layout(tmp_path: Path) -> Non
         format="json",
         partition_path="day={day}/source={source_id}/run_id={run_id}",
     )
-    assert partitions_on_disk(DISK, spec) == [("s1", "2026-11-20", "r1"), ("s2", "2026-11-21", "r2")]
+    assert table_partitions(DISK, spec).on_disk == [("s1", "2026-11-20", "r1"), ("s2", "2026-11-21", "r2")]
 
 
 def test_a_reports_day_merged_on_an_object_store_is_registered_at_its_version_folder(tmp_path: Path) -> None:
@@ -150,8 +150,8 @@ def test_a_reports_day_merged_on_an_object_store_is_registered_at_its_version_fo
     touch(merged / version / layout.compaction_marker_name("compact-20261121T000100123Z-1a2b"))
     touch(layout.report_file(lake, "2026-11-21", "s1", "20261121T101500123Z-3c4d"))  # today: not merged
     spec = reports_table(lake)
-    assert partitions_on_disk(DISK, spec) == [("s1", "2026-11-21")]
-    assert moved_partitions(DISK, spec) == {("s1", "2026-11-20"): version}
+    assert table_partitions(DISK, spec).on_disk == [("s1", "2026-11-21")]
+    assert table_partitions(DISK, spec).moved == {("s1", "2026-11-20"): version}
     catalog = MemoryCatalog()
     assert repair_table(catalog, DISK, spec).partitions == 2
     assert catalog.partitions(spec.database, spec.name) == [("s1", "2026-11-20"), ("s1", "2026-11-21")]

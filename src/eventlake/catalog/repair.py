@@ -44,47 +44,47 @@ def _template_glob(template: str) -> str:
     return re.sub(r"\{\w+\}", "*", template)
 
 
-def partitions_on_disk(storage: Storage, spec: TableSpec) -> list[tuple[str, ...]]:
-    """The partitions (values in partition key order) whose folder under the table's location holds
-    at least one data file (``*.parquet`` for Parquet tables); hidden and ``_``-prefixed files do
-    not count, as in Spark."""
-    if not spec.partition_keys:
-        return []
-    template = partition_template(spec)
-    pattern = _template_pattern(template)
-    suffix = ".parquet" if spec.format == "parquet" else ""
-    root = to_location(spec.location)
-    found = set()
-    for info in storage.list(root, _template_glob(template) + "/*" + suffix):
-        if info.path.name.startswith((".", "_")):
-            continue
-        match = pattern.fullmatch(relative_to(info.path.parent, root).as_posix())
-        if match:
-            found.add(tuple(match[key] for key in spec.partition_keys))
-    return sorted(found)
+@dataclass(frozen=True)
+class TablePartitions:
+    """A table's partition folders as one listing of its location finds them."""
+
+    on_disk: list[tuple[str, ...]]  # holding at least one data file (values in partition key order)
+    moved: dict[tuple[str, ...], str]  # rewritten into a version folder, with the folder's name
+
+    @property
+    def all(self) -> list[tuple[str, ...]]:
+        return sorted(set(self.on_disk) | set(self.moved))
 
 
-def moved_partitions(storage: Storage, spec: TableSpec) -> dict[tuple[str, ...], str]:
-    """The partitions whose data is in a version folder (rewritten on an object store, see
-    :mod:`eventlake.sync.rewrite`: a compacted table partition, a reports day merged into one
-    file), with that folder's name."""
+def table_partitions(storage: Storage, spec: TableSpec) -> TablePartitions:
+    """The partitions whose folder under the table's location holds a data file (``*.parquet`` for
+    Parquet tables; hidden and ``_``-prefixed files do not count, as in Spark), and those whose data
+    is in a version folder (rewritten on an object store, see :mod:`eventlake.sync.rewrite`: a
+    compacted table partition, a reports day merged into one file): one listing."""
     if not spec.partition_keys:
-        return {}
+        return TablePartitions([], {})
     template = partition_template(spec)
     pattern, depth = _template_pattern(template), template.count("/") + 1
+    suffix = ".parquet" if spec.format == "parquet" else ""
     root = to_location(spec.location)
-    names: dict[tuple[str, ...], list[str]] = {}
-    for info in storage.list(root, _template_glob(template) + "/*/*"):  # a version folder's files
+    found: set[tuple[str, ...]] = set()
+    versions: dict[tuple[str, ...], list[str]] = {}
+    for info in storage.list(root, _template_glob(template) + "/**/*"):
         parts = relative_to(info.path, root).parts
         match = pattern.fullmatch("/".join(parts[:depth]))
-        if match:
-            values = tuple(match[key] for key in spec.partition_keys)
-            names.setdefault(values, []).append("/".join(parts[depth:]))
-    return {
+        if match is None:
+            continue
+        values, inside = tuple(match[key] for key in spec.partition_keys), parts[depth:]
+        if len(inside) == 1 and not inside[0].startswith((".", "_")) and inside[0].endswith(suffix):
+            found.add(values)
+        elif len(inside) == 2:  # a version folder's files
+            versions.setdefault(values, []).append("/".join(inside))
+    moved = {
         values: version
-        for values, found in names.items()
-        if (version := layout.current_version(found)) is not None
+        for values, names in versions.items()
+        if (version := layout.current_version(names)) is not None
     }
+    return TablePartitions(sorted(found), moved)
 
 
 @dataclass(frozen=True)
@@ -122,11 +122,14 @@ def repair_table(catalog: Catalog, storage: Storage, spec: TableSpec) -> Repaire
         differ = [f"{n} {t} (schema file: {declared[n]})" for n, t in existing if declared.get(n, t) != t]
         if differ:
             notice = "catalog types differ from the schema file: " + ", ".join(differ)
-    moved = moved_partitions(storage, spec)
-    partitions = sorted(set(partitions_on_disk(storage, spec)) | set(moved))
+    listed = table_partitions(storage, spec)
+    partitions = listed.all
     if partitions:
         catalog.add_partitions(spec, partitions)
-    for values, version in moved.items():  # rewritten on an object store: the catalog reads the version
+    for (
+        values,
+        version,
+    ) in listed.moved.items():  # rewritten on an object store: the catalog reads the version
         location = f"{spec.partition_location(values)}/{version}"
         catalog.set_partition_location(spec.database, spec.name, spec.partition_keys, values, location)
     return RepairedTable(
