@@ -6,7 +6,9 @@ after the daily merge (``--merged``: each finished day's runs in one file, as
 :mod:`eventlake.sync.report_days` leaves them; today's runs stay a file each).
 
 Prints, for each: seconds for the newest 100 runs, for the 30-day health, for the console's first
-read (until its first page is published, and until every run is read).
+read (until its first page is published, and until every run is read: the console holds the last two
+days' runs and a summary of each older day, made from its reports at the first start and kept in the
+state folder); the last row is a console started again on the same lake (it reads the summaries).
 
     .venv/bin/python bench/reports_age.py --days 365 --runs-per-day 100
 """
@@ -123,6 +125,7 @@ def main() -> None:
     days = merge_days(settings)
     print(f"\n(merged {days} finished days in {time.monotonic() - started:.0f} s)\n")
     measure(settings, "with the index, finished days merged (after)")
+    measure(settings, "the same, console restarted (older days' summaries kept)")
 
 
 if __name__ == "__main__":
