@@ -278,12 +278,14 @@ def replace_partitions(
     still plain moves."""
     rewrite_id = new_run_id(start, layout.COMPACT_RUN_PREFIX)
     outputs: dict[Location, list[str]] = {}
+    moves = []
     for file in (f for f in staged if f.kind == TABLE):
         folder = to_location(str(stage.final(file))).parent
         names = outputs.setdefault(folder, [])
         name = layout.part_file_name(rewrite_id, len(names))
-        storage.publish(stage.staged(file), stage.rewrite_folder(folder) / name)
+        moves.append((stage.staged(file), stage.rewrite_folder(folder) / name))
         names.append(name)
+    storage.publish_many(moves)  # within the stage, before the manifest: a crash drops them all
     # every partition folder of the source's tables, from the lake itself (not the catalog's schema
     # files: after a change of database, the new one has none yet)
     keys = layout.partition_columns(source.date_partition)

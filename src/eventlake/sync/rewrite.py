@@ -38,6 +38,7 @@ from eventlake import layout, partitions
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.progress import Say
 from eventlake.storage import Location, Storage, to_location
+from eventlake.storage.base import BATCH_THREADS, in_parallel
 from eventlake.storage.local import fsync_dir
 from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.stage import RunStage
@@ -94,23 +95,17 @@ def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> bool:
     to a version folder (its location in the catalog is to follow: :func:`switch_location`).
 
     The marker says the switch is done, so a rerun never switches twice. On an object store the new
-    files are published into the version folder, the kept ones copied there, then the marker; the
-    old files stay for the grace period (:func:`retire`). On a local disk the staged folder (new
-    files + marker, plus hard links to the folder's files that stay) is exchanged with the partition
-    folder in one step (the catalog's location stays); the old files end in the staging folder,
-    deleted with it. A disk that cannot exchange folders (and a manifest written before version
-    folders existed) has the new files published into the folder, then the marker, then the
-    replaced files deleted: eventlake's readers switch at the marker, a reader listing the folder
-    sees both sets until the deletes."""
+    files are published into the version folder, the kept ones copied there, then the marker
+    (:func:`publish_versions`); the old files stay for the grace period (:func:`retire`). On a local
+    disk the staged folder (new files + marker, plus hard links to the folder's files that stay) is
+    exchanged with the partition folder in one step (the catalog's location stays); the old files
+    end in the staging folder, deleted with it. A disk that cannot exchange folders (and a manifest
+    written before version folders existed) has the new files published into the folder, then the
+    marker, then the replaced files deleted: eventlake's readers switch at the marker, a reader
+    listing the folder sees both sets until the deletes."""
     folder, staged = to_location(rewrite.folder), to_location(rewrite.staged)
-    if rewrite.version and storage.local_path(folder) is None:
-        target = folder / rewrite.version
-        if not storage.exists(target / rewrite.marker):
-            for name in rewrite.files:
-                storage.publish(staged / name, target / name)
-            for name in rewrite.kept:  # a later sync's file, a big one: the version holds all the data
-                storage.copy(folder / name, target / name.rsplit("/", 1)[-1])
-            storage.publish(staged / rewrite.marker, target / rewrite.marker)  # eventlake's readers switch
+    if _versioned(storage, rewrite):
+        publish_versions(storage, [rewrite])
         return True
     if not storage.exists(folder / rewrite.marker) and not _swap_local(storage, rewrite, folder, staged):
         for name in rewrite.files:  # invisible to eventlake's readers until the marker is there
@@ -122,15 +117,50 @@ def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> bool:
     return False
 
 
+def _versioned(storage: Storage, rewrite: PartitionRewrite) -> bool:
+    """Whether ``rewrite`` switches to a version folder (on an object store) rather than in place."""
+    return bool(rewrite.version) and storage.local_path(to_location(rewrite.folder)) is None
+
+
+def publish_versions(storage: Storage, rewrites: Sequence[PartitionRewrite], resumed: bool = True) -> None:
+    """The object-store half of :func:`apply_rewrite` for many partitions at once, in few requests
+    that run side by side: every new file published into its version folder
+    (:meth:`~eventlake.storage.Storage.publish_many`), every kept file copied there, then every
+    marker (eventlake's readers switch there, each partition at its own marker, after its files).
+    A partition whose marker is in its version folder is done and left alone; ``resumed=False``
+    (the manifest's first application: no version folder can hold its marker yet) skips that
+    look-up. A crash at any point is completed by a rerun: a file found published is done."""
+    if resumed:
+        done = in_parallel(
+            lambda r: storage.exists(to_location(r.folder) / r.version / r.marker), rewrites, BATCH_THREADS
+        )
+        rewrites = [rewrite for rewrite, found in zip(rewrites, done, strict=True) if not found]
+    places = [(to_location(r.folder), to_location(r.staged), r) for r in rewrites]
+    storage.publish_many(
+        [(staged / name, folder / r.version / name) for folder, staged, r in places for name in r.files]
+    )
+    copies = [  # a later sync's file, a big one: the version holds all the data
+        (folder / name, folder / r.version / name.rsplit("/", 1)[-1])
+        for folder, _, r in places
+        for name in r.kept
+    ]
+    in_parallel(lambda pair: storage.copy(*pair), copies, BATCH_THREADS)
+    storage.publish_many([(staged / r.marker, folder / r.version / r.marker) for folder, staged, r in places])
+
+
 def switch_partitions(
-    storage: Storage, rewrites: Sequence[PartitionRewrite], catalog: Callable[[], Catalog]
-) -> tuple[list[PartitionRewrite], list[PartitionRewrite]]:
-    """Switch a run's rewritten partitions (:func:`apply_rewrite`), then move the catalog's location
-    of each that moved to a version folder (:func:`switch_location`: readers through the catalog
-    switch here, a partition at a time). Returns the partitions moved (for :func:`retire`) and
-    those whose table is not in the catalog yet (a table the run creates: :func:`switch_later`,
-    once it is)."""
-    moved = [rewrite for rewrite in rewrites if apply_rewrite(storage, rewrite)]
+    storage: Storage, rewrites: Sequence[PartitionRewrite], catalog: Callable[[], Catalog],
+    *, resumed: bool = True,
+) -> tuple[list[PartitionRewrite], list[PartitionRewrite]]:  # fmt: skip
+    """Switch a run's rewritten partitions (:func:`apply_rewrite`; on an object store all at once:
+    :func:`publish_versions`, ``resumed`` as there), then move the catalog's location of each that
+    moved to a version folder (:func:`switch_location`: readers through the catalog switch here, a
+    partition at a time). Returns the partitions moved (for :func:`retire`) and those whose table
+    is not in the catalog yet (a table the run creates: :func:`switch_later`, once it is)."""
+    publish_versions(storage, [r for r in rewrites if _versioned(storage, r)], resumed)
+    moved = [
+        rewrite for rewrite in rewrites if _versioned(storage, rewrite) or apply_rewrite(storage, rewrite)
+    ]
     later = [rewrite for rewrite in moved if rewrite.table and not switch_location(catalog(), rewrite)]
     return moved, later
 
