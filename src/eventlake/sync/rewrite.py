@@ -56,6 +56,7 @@ def stage_output(storage: Storage, stage: RunStage, folder: Location, name: str,
 def finish_rewrite(
     storage: Storage, stage: RunStage, folder: Location, names: Collection[str], outputs: list[str],
     replaced: list[str], rewrite_id: str | None = None, table: TableSpec | None = None,
+    sources: Sequence[str] = (),
 ) -> PartitionRewrite:  # fmt: skip
     """Stage the commit marker of a partition folder whose files ``replaced`` give way to the ``outputs``
     staged in its rewrite folder (``stage.rewrite_folder(folder)``: compaction, replay, user
@@ -64,7 +65,8 @@ def finish_rewrite(
     replaced too once none of its outputs stays; the other data files are kept. ``rewrite_id``: the
     ``compact-`` id naming the outputs, the marker and the version folder (default: the stage's
     run). ``table``: the catalog's table of the partition, whose location moves when the partition
-    moves to a version folder."""
+    moves to a version folder. ``sources``: where each of the ``outputs`` is staged when not in
+    the rewrite folder (on an object store only: see :class:`~eventlake.sync.manifest.PartitionRewrite`)."""
     replaced = list(replaced)
     for name in names:
         run = layout.marker_run_id(name)
@@ -85,7 +87,7 @@ def finish_rewrite(
         database=table.database if table is not None and values is not None else "",
         table=table.name if table is not None and values is not None else "",
         keys=table.partition_keys if table is not None and values is not None else (),
-        values=values or (),
+        values=values or (), sources=tuple(sources),
     )  # fmt: skip
 
 
@@ -108,8 +110,8 @@ def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> bool:
         publish_versions(storage, [rewrite])
         return True
     if not storage.exists(folder / rewrite.marker) and not _swap_local(storage, rewrite, folder, staged):
-        for name in rewrite.files:  # invisible to eventlake's readers until the marker is there
-            storage.publish(staged / name, folder / name)
+        for source, name in zip(_sources(rewrite), rewrite.files, strict=True):  # invisible to
+            storage.publish(source, folder / name)  # eventlake's readers until the marker is there
         storage.commit(folder / name for name in rewrite.files)
         storage.publish(staged / rewrite.marker, folder / rewrite.marker)  # the commit point
         storage.commit([folder / rewrite.marker])
@@ -120,6 +122,13 @@ def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> bool:
 def _versioned(storage: Storage, rewrite: PartitionRewrite) -> bool:
     """Whether ``rewrite`` switches to a version folder (on an object store) rather than in place."""
     return bool(rewrite.version) and storage.local_path(to_location(rewrite.folder)) is None
+
+
+def _sources(rewrite: PartitionRewrite) -> list[Location]:
+    """Where each new file of ``rewrite`` is staged."""
+    if rewrite.sources:
+        return [to_location(source) for source in rewrite.sources]
+    return [to_location(rewrite.staged) / name for name in rewrite.files]
 
 
 def publish_versions(storage: Storage, rewrites: Sequence[PartitionRewrite], resumed: bool = True) -> None:
@@ -137,7 +146,11 @@ def publish_versions(storage: Storage, rewrites: Sequence[PartitionRewrite], res
         rewrites = [rewrite for rewrite, found in zip(rewrites, done, strict=True) if not found]
     places = [(to_location(r.folder), to_location(r.staged), r) for r in rewrites]
     storage.publish_many(
-        [(staged / name, folder / r.version / name) for folder, staged, r in places for name in r.files]
+        [
+            (source, folder / r.version / name)
+            for folder, _, r in places
+            for source, name in zip(_sources(r), r.files, strict=True)
+        ]
     )
     copies = [  # a later sync's file, a big one: the version holds all the data
         (folder / name, folder / r.version / name.rsplit("/", 1)[-1])
