@@ -193,6 +193,60 @@ def test_publish_replaces_what_is_at_the_final_place(storage, root):
     assert storage.read(final) == b"new" and names(storage, root) == ["lake/f"]
 
 
+def test_publish_many_moves_each_file_and_a_rerun_after_a_crash_completes_it(storage, root):
+    moves = [(root / "stage" / f"f{i}", root / "lake" / f"hr={i % 2}" / f"f{i}") for i in range(5)]
+    for i, (staged, _) in enumerate(moves):
+        storage.write(staged, b"rows %d" % i)
+    storage.write(moves[0][1], b"old")  # replaced
+    assert storage.publish_many(moves) == [True] * 5
+    assert [storage.read(final) for _, final in moves] == [b"rows %d" % i for i in range(5)]
+    assert not storage.list(root / "stage", "**/*")
+    # killed between the copies and the deletes of their staged copies: both are there
+    storage.write(moves[1][0], b"rows 1")
+    assert storage.publish_many(moves) == [False, True, False, False, False]
+    storage.commit(final for _, final in moves)
+    assert names(storage, root) == [
+        "lake/hr=0/f0",
+        "lake/hr=0/f2",
+        "lake/hr=0/f4",
+        "lake/hr=1/f1",
+        "lake/hr=1/f3",
+    ]
+    with pytest.raises(StorageError, match="vanished"):
+        storage.publish_many([(root / "stage" / "gone", root / "lake" / "gone")])
+
+
+def test_delete_many_deletes_every_path_and_accepts_missing_ones(storage, root):
+    paths = [root / "t" / f"day={i % 3}" / f"f{i}" for i in range(7)]
+    for path in [*paths, root / "keep"]:
+        storage.write(path, b"x")
+    storage.delete_many([*paths, root / "t" / "missing"])
+    storage.delete_many(paths)
+    assert names(storage, root) == ["keep"]
+
+
+def test_s3_publishes_many_with_copies_then_delete_objects_in_batches(s3_storage, monkeypatch):
+    from eventlake.storage import s3
+
+    root = ObjectPath.parse(f"s3://{BUCKET}/t-{uuid.uuid4().hex}")
+    calls: list[str] = []
+    count = lambda model, **_: calls.append(model.name)  # noqa: E731
+    s3_storage.client.meta.events.register("before-call.s3", count)
+    monkeypatch.setattr(s3, "DELETE_BATCH", 2)
+    try:
+        moves = [(root / "stage" / f"f{i}", root / "lake" / f"f{i}") for i in range(5)]
+        for staged, _ in moves:
+            s3_storage.write(staged, b"rows")
+        calls.clear()
+        assert s3_storage.publish_many(moves) == [True] * 5
+        assert sorted(calls) == ["CopyObject"] * 5 + ["DeleteObjects"] * 3  # 2 + 2 + 1 keys
+        calls.clear()
+        s3_storage.delete_many([final for _, final in moves])
+        assert calls == ["DeleteObjects"] * 3
+    finally:
+        s3_storage.client.meta.events.unregister("before-call.s3", count)
+
+
 def test_delete_and_delete_tree_accept_missing_paths(storage, root):
     storage.write(root / "t" / "a", b"1")
     storage.write(root / "t" / "deep" / ".hidden", b"2")

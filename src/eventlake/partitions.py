@@ -15,7 +15,7 @@ import orjson
 
 from eventlake import layout
 from eventlake.layout import current_version, partition_data, version_number
-from eventlake.storage.base import FileInfo, Storage
+from eventlake.storage.base import BATCH_THREADS, FileInfo, Storage, in_parallel
 from eventlake.storage.location import Location, relative_to
 
 
@@ -65,8 +65,43 @@ def folder_names(storage: Storage, folder: Location) -> dict[str, FileInfo]:
 
 def current_folder(storage: Storage, folder: Location) -> Location:
     """Where a partition's data is now: its current version folder, or the folder itself."""
-    version = current_version(folder_names(storage, folder))
+    return _current(folder, folder_names(storage, folder))
+
+
+def _current(folder: Location, names: Collection[str]) -> Location:
+    version = current_version(names)
     return folder / version if version is not None else folder
+
+
+def current_folders(
+    storage: Storage, folders: Collection[Location], by_parent: bool = False
+) -> dict[Location, Location]:
+    """:func:`current_folder` of each of ``folders``, ``BATCH_THREADS`` listings at once.
+    ``by_parent``: the folders that share their parent with another of them are found in one
+    listing of the parent (a day's hours: one listing of the day, not one of each hour); for
+    partition folders whose parent is below the table's folder only (the caller knows: a listing
+    of the table grows with its age)."""
+    groups: dict[Location, list[Location]] = {}
+    for folder in dict.fromkeys(folders):
+        groups.setdefault(folder.parent if by_parent else folder, []).append(folder)
+
+    def find(group: tuple[Location, list[Location]]) -> dict[Location, Location]:
+        parent, members = group
+        if len(members) == 1:
+            return {members[0]: current_folder(storage, members[0])}
+        names: dict[str, dict[str, FileInfo]] = {member.name: {} for member in members}
+        for info in storage.list(parent, "*/**/*"):
+            first, *parts = relative_to(info.path, parent).as_posix().split("/")
+            if first in names and (
+                len(parts) == 1 or (len(parts) == 2 and version_number(parts[0]) is not None)
+            ):
+                names[first]["/".join(parts)] = info
+        return {member: _current(member, names[member.name]) for member in members}
+
+    found: dict[Location, Location] = {}
+    for answer in in_parallel(find, list(groups.items()), BATCH_THREADS):
+        found.update(answer)
+    return found
 
 
 def table_data_files(storage: Storage, location: Location, depth: int) -> list[FileInfo]:

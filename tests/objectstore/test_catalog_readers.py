@@ -116,7 +116,8 @@ def test_a_reader_through_glue_sees_each_partition_before_or_after_every_rewrite
         except BaseException as exc:  # noqa: BLE001 - reported by the test below
             errors.append(exc)
 
-    # besides the loop, a read between every step of each partition's switch
+    # besides the loop, a read between every step of the switch (the files and markers of every
+    # partition published at once, then each partition's location moved)
     steps: list[dict] = []
 
     def reading_around(original):
@@ -128,7 +129,7 @@ def test_a_reader_through_glue_sees_each_partition_before_or_after_every_rewrite
 
         return call
 
-    for module, name in ((rewrite, "apply_rewrite"), (rewrite, "switch_location"), (commit, "retire")):
+    for module, name in ((rewrite, "publish_versions"), (rewrite, "switch_location"), (commit, "retire")):
         monkeypatch.setattr(module, name, reading_around(getattr(module, name)))
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()

@@ -5,9 +5,11 @@ run killed at any commit step completed exactly once."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime, timedelta, timezone
 
 import boto3
 import pytest
+from botocore.client import BaseClient
 
 from eventlake import layout
 from eventlake.catalog import load_catalog
@@ -15,6 +17,7 @@ from eventlake.config import CatalogSettings
 from eventlake.errors import ConfigError
 from eventlake.query import run_query
 from eventlake.sync import run_sync
+from eventlake.sync.replay import ReplayRange, run_replay
 from eventlake.timestamps import now_utc
 from tests.objectstore.conftest import spark_sql_rows
 from tests.sync.test_sync import CRASH_POINTS as LOCAL_CRASH_POINTS
@@ -121,10 +124,16 @@ def test_a_hive_metastore_without_the_s3_connector_is_refused_clearly(s3_lake, s
         load_catalog(settings, spark)
 
 
-# the local lake's crash points, on S3's store and Glue
+# the local lake's crash points, on S3's store and Glue (S3 publishes a run's files in a batch:
+# copies side by side, then DeleteObjects of the staged copies)
 CRASH_POINTS = {
     **LOCAL_CRASH_POINTS,
-    "after moving the first file": ("eventlake.storage.s3.S3Storage", "publish", 2),
+    "after moving the first file": ("eventlake.storage.s3.S3Storage", "_copy_staged", 2),
+    "after the copies, before deleting the staged files": (
+        "eventlake.storage.s3.S3Storage",
+        "delete_many",
+        1,
+    ),
     "while registering partitions": ("eventlake.catalog.glue.GlueCatalog", "add_partitions", 1),
 }
 
@@ -145,3 +154,75 @@ def test_a_sync_on_s3_killed_at_any_commit_step_is_completed_exactly_once(s3_lak
     assert len(storage.list(layout.state_dir(root, "ledger", s3_lake.source.id), "*.json")) == 1
     reports = [f for f in storage.list(layout.reports_root(root), "**/report-*.json")]
     assert len(reports) == 1
+
+
+def s3_calls(monkeypatch) -> list[tuple[str, str]]:
+    """``(operation, key or prefix)`` of every S3 call this process makes from now on (Spark's
+    Python workers, which stage the files, are other processes)."""
+    calls: list[tuple[str, str]] = []
+    original = BaseClient._make_api_call
+
+    def counted(self, operation, params):
+        if self.meta.service_model.service_name == "s3":
+            calls.append((operation, params.get("Key") or params.get("Prefix") or ""))
+        return original(self, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", counted)
+    return calls
+
+
+DAY = datetime(2026, 11, 18, tzinfo=timezone.utc)
+
+
+def test_a_sync_on_s3_publishes_its_files_in_a_batch(s3_lake, spark, monkeypatch):
+    for hour in range(4):
+        s3_lake.archive([track(f"m{hour}", revenue=hour)], DAY + timedelta(hours=hour, minutes=5))
+    calls = s3_calls(monkeypatch)
+    result = sync(s3_lake, spark)
+    assert (result.status, result.rows) == ("Success", 4), result.error
+    tables = [key for op, key in calls if op == "CopyObject" and "/segment-data/data/" in key]
+    assert len({key.rsplit("/", 2)[-2] for key in tables}) == 4  # hr=0 .. hr=3
+    # the staged copies go in DeleteObjects requests, not one DeleteObject each
+    assert not [key for op, key in calls if op == "DeleteObject" and "/segment-stage/" in key]
+    assert ("DeleteObjects", "") in calls
+    # the current folder of the 4 hours: one listing of their day, not one of each
+    listed = [key for op, key in calls if op == "ListObjectsV2" and "/segment-data/data/" in key]
+    assert len(listed) == 1 and listed[0].endswith("/day=2026-11-18/"), listed
+    assert [r["message_id"] for r in table_rows(s3_lake, "track_order_completed")] == ["m0", "m1", "m2", "m3"]
+
+
+REPLAY_CRASH_POINTS = {  # publish_many calls of a replay: in its stage (1), the moves (2), the version
+    "before the version folders' files": ("eventlake.storage.s3.S3Storage", "publish_many", 3),
+    "between the files and the markers": ("eventlake.storage.s3.S3Storage", "publish_many", 4),
+    "before deleting the staged markers": ("eventlake.storage.s3.S3Storage", "delete_many", 4),
+}  # folders' files (3), their markers (4); delete_many: one in each
+
+
+@pytest.mark.parametrize("point", list(REPLAY_CRASH_POINTS))
+def test_a_replay_on_s3_killed_while_switching_partitions_is_completed_exactly_once(
+    s3_lake, spark, monkeypatch, point
+):
+    for hour in range(3):
+        s3_lake.archive([track(f"m{hour}", revenue=hour)], DAY + timedelta(hours=hour, minutes=5))
+    assert sync(s3_lake, spark).rows == 3
+    calls = s3_calls(monkeypatch)
+    with monkeypatch.context() as patch:
+        kill_on_call(patch, *REPLAY_CRASH_POINTS[point])
+        with pytest.raises(Killed):
+            run_replay(
+                s3_lake.settings, s3_lake.slug, ReplayRange(DAY.date(), DAY.date()), spark=spark,
+                say=lambda line: None,
+            )  # fmt: skip
+    markers = lambda: [  # noqa: E731
+        key for op, key in calls if op == "HeadObject" and "/_v-" in key and key.endswith(".json")
+    ]
+    assert not markers()  # the first application: no version folder can hold its marker yet
+    calls.clear()
+    again = sync(s3_lake, spark)  # completes the replay first, looking for the markers
+    assert (again.status, again.rows, again.replay_from) == ("Success", 3, DAY), again
+    assert len(markers()) == 3
+    assert [r["message_id"] for r in table_rows(s3_lake, "track_order_completed")] == ["m0", "m1", "m2"]
+    glue = boto3.client("glue", endpoint_url=s3_lake.settings.catalog.endpoint_url)
+    found = glue.get_partitions(DatabaseName=s3_lake.source.database, TableName="track_order_completed")
+    locations = [p["StorageDescriptor"]["Location"] for p in found["Partitions"]]
+    assert len(locations) == 3 and all("/_v-" in location for location in locations), locations

@@ -405,6 +405,17 @@ class AzureStorage(Storage):
                 if _code(error) == "ContainerNotFound":
                     raise
 
+    def delete_many(self, paths: Iterable[Location]) -> None:
+        """Blob Batch requests of up to 256 deletes, container by container (one by one where a
+        batch is refused); a missing file is not an error."""
+        containers: dict[tuple[str, str], builtins.list[str]] = {}
+        for path in paths:
+            where = _file(path)
+            containers.setdefault((where.scheme, where.authority), []).append(where.key)
+        for (scheme, authority), names in containers.items():
+            for start in range(0, len(names), DELETE_BATCH):
+                self._delete_batch(ObjectPath(scheme, authority, ""), names[start : start + DELETE_BATCH])
+
     def delete_tree(self, folder: Location) -> None:
         """The files in Blob Batch requests of 256 deletes (one by one where a batch is refused:
         older ADLS Gen2 accounts), then ADLS Gen2's directory blobs, deepest first, then the
@@ -452,6 +463,23 @@ class AzureStorage(Storage):
 
     def publish(self, staged: Location, final: Location) -> bool:
         staged, final = _file(staged), _file(final)
+        if not self._copy_staged(staged, final):
+            return False
+        self.delete(staged)
+        return True
+
+    def publish_many(self, moves: Sequence[tuple[Location, Location]]) -> builtins.list[bool]:
+        """Each staged file copied, one at a time, then the staged copies deleted in Blob Batch
+        requests (a crash before the deletes leaves both: the rerun copies the same bytes again)."""
+        pairs = [(_file(staged), _file(final)) for staged, final in moves]
+        copied = [self._copy_staged(staged, final) for staged, final in pairs]
+        self.delete_many([staged for (staged, _), done in zip(pairs, copied, strict=True) if done])
+        return copied
+
+    def _copy_staged(self, staged: ObjectPath, final: ObjectPath) -> bool:
+        """Copy ``staged`` to ``final`` (and wait for it): True when copied; False when ``staged``
+        is gone and ``final`` is there (published before a crash); a :class:`StorageError` when
+        neither is."""
         source, target = self._blob(staged), self._blob(final)
         with self._refusals(final, "Copy Blob"):
             try:
@@ -466,7 +494,6 @@ class AzureStorage(Storage):
                 ) from None
             if copy.get("copy_status") != "success":
                 self._await_copy(target, staged, final)
-        self.delete(staged)
         return True
 
     def _await_copy(self, target: Any, staged: ObjectPath, final: ObjectPath) -> None:

@@ -8,6 +8,8 @@ S3, Azure) implements these methods with the same guarantees:
 - ``write_new`` creates a file only if none is there, atomically (the base of a lease);
 - ``publish`` moves a staged file to its final place so that it appears whole, and is safe to
   repeat after a crash (the second call finds the file in place and does nothing);
+  ``publish_many`` is the same for many files (object stores: copies at once, the staged copies
+  deleted in batches), safe to repeat after a crash at any point of it;
 - ``list`` never shows a file half-written by ``write``/``open_write`` (their temporaries are hidden).
 """
 
@@ -31,6 +33,8 @@ from eventlake.storage.location import Location
 RANGE_GAP = 1024 * 1024
 RANGE_SPAN = 64 * 1024 * 1024
 RANGE_THREADS = 16
+# an object store's requests of a batch at once (publish_many's copies, a commit's look-ups)
+BATCH_THREADS = 8
 
 
 class StorageError(EventLakeError):
@@ -91,6 +95,12 @@ class Storage(ABC):
     def delete(self, path: Location) -> None:
         """Remove a file; a missing file is not an error."""
 
+    def delete_many(self, paths: Iterable[Location]) -> None:
+        """Remove files, as :meth:`delete` each (a missing one is not an error); object stores
+        delete them in batches (S3: 1,000 keys a request). This default deletes one at a time."""
+        for path in paths:
+            self.delete(path)
+
     @abstractmethod
     def delete_tree(self, folder: Location) -> None:
         """Remove a folder and everything under it; a missing folder is not an error."""
@@ -100,6 +110,15 @@ class Storage(ABC):
         """Move a staged file to ``final``, replacing what is there. True when moved; False when
         ``staged`` is gone and ``final`` exists (a repeat after a crash). Raises
         :class:`StorageError` when neither exists. Not durable until :meth:`commit` of ``final``."""
+
+    def publish_many(self, moves: Sequence[tuple[Location, Location]]) -> builtins.list[bool]:
+        """:meth:`publish` of each ``(staged, final)`` pair (finals all different, none of them a
+        staged file of another pair): every file is in place on return and its staged copy gone.
+        Safe to call again after a crash at any point: a pair is then done again or found done
+        (False). Object stores copy ``BATCH_THREADS`` at once, then delete the staged copies in
+        batches (a crash in between leaves both: the rerun copies the same bytes again); this
+        default publishes one at a time, in order."""
+        return [self.publish(staged, final) for staged, final in moves]
 
     def copy(self, source: Location, target: Location) -> None:
         """Create or replace ``target`` with the bytes of ``source``, which stays (a file a rewritten

@@ -141,6 +141,18 @@ class LocalStorage(Storage):
             return
         fsync_dir(path.parent)  # a dropped manifest must not come back after a power loss
 
+    def delete_many(self, paths: Iterable[Location]) -> None:
+        """Each file unlinked, then each folder that lost one synced once."""
+        folders = set()
+        for path in map(on_disk, paths):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            folders.add(path.parent)
+        for folder in sorted(folders):
+            fsync_dir(folder)
+
     def delete_tree(self, folder: Location) -> None:
         shutil.rmtree(on_disk(folder), ignore_errors=True)
 

@@ -51,11 +51,14 @@ class CatalogOnce:
 
 def apply(
     manifest: Manifest, catalog: Catalog | None, state: SyncState, storage: Storage, lake: Location,
-    *, load_catalog: Callable[[], Catalog] | None = None,
+    *, load_catalog: Callable[[], Catalog] | None = None, resumed: bool = True,
 ) -> None:  # fmt: skip
     """Publish a run. Safe to call again after a crash at any point. ``catalog`` may be None for a
     manifest that registers no table (a compaction's): ``load_catalog`` gives it when a rewritten
-    partition's location is to move (on an object store)."""
+    partition's location is to move (on an object store). ``resumed``: False only for the first
+    application of a manifest written just now, which nothing can have applied in part (a
+    rewritten partition's version folder is then not looked for: see
+    :func:`~eventlake.sync.rewrite.switch_partitions`)."""
 
     def the_catalog() -> Catalog:
         nonlocal catalog
@@ -65,9 +68,8 @@ def apply(
             raise ValueError(f"run {manifest.run_id} moves partitions: applying it needs the catalog")
         return catalog
 
-    for staged, final in manifest.moves:
-        storage.publish(to_location(staged), to_location(final))
-    moved, later = switch_partitions(storage, manifest.rewrites, the_catalog)
+    storage.publish_many([(to_location(staged), to_location(final)) for staged, final in manifest.moves])
+    moved, later = switch_partitions(storage, manifest.rewrites, the_catalog, resumed=resumed)
     if manifest.report:
         write_report_rows(storage, to_location(manifest.report_path), list(manifest.report))
         note_report_day(storage, lake, manifest.report[0]["day"])  # where readers walking back stop

@@ -24,7 +24,7 @@ from eventlake.archive import ArchiveFile, SuppressionList
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say, prefixed
-from eventlake.storage import Location, Storage, to_location
+from eventlake.storage import Storage, to_location
 from eventlake.storage.lease import LeaseLostError
 from eventlake.sync.dedupe import dedupe
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
@@ -217,14 +217,21 @@ class SourceSync:
     def _moves(self, stage: RunStage, staged: list[StagedFile]) -> list[tuple[str, str]]:
         """``(staged, final)`` pairs: on an object store a table file goes to its partition's
         current folder (a version folder once the partition was rewritten: see
-        :mod:`eventlake.layout`), one listing per partition written."""
-        current: dict[Location, Location] = {}
+        :mod:`eventlake.layout`), one listing per partition written, or per parent folder of the
+        partitions written (a day's hours) when there are two partition keys or more."""
+        pairs = stage.moves(staged)
+        if self.storage.local_path(stage.lake) is not None:
+            return pairs
+        written = [
+            to_location(final).parent
+            for file, (_, final) in zip(staged, pairs, strict=True)
+            if file.kind == TABLE
+        ]
+        current = partitions.current_folders(self.storage, written, by_parent=len(stage.keys) > 1)
         moves = []
-        for file, (source, final) in zip(staged, stage.moves(staged), strict=True):
-            if file.kind == TABLE and self.storage.local_path(stage.lake) is None:
+        for file, (source, final) in zip(staged, pairs, strict=True):
+            if file.kind == TABLE:
                 path = to_location(final)
-                if path.parent not in current:
-                    current[path.parent] = partitions.current_folder(self.storage, path.parent)
                 final = str(current[path.parent] / path.name)
             moves.append((source, final))
         return moves

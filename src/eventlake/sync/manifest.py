@@ -97,7 +97,9 @@ class PartitionRewrite:
     staged one; elsewhere the new content goes to the version folder ``version`` inside ``folder``
     (``kept`` copied there) and the catalog's partition (``database``, ``table``, ``keys``,
     ``values``; none: not in the catalog) is moved to it; ``retired`` are the names in ``folder``
-    that are then deleted after the grace period (see :mod:`eventlake.sync.rewrite`)."""
+    that are then deleted after the grace period (see :mod:`eventlake.sync.rewrite`). ``sources``:
+    where each of ``files`` is staged when not in ``staged`` (a replay's table files on an object
+    store stay where the run's workers wrote them: one copy fewer each); none: ``staged/<name>``."""
 
     folder: str
     staged: str
@@ -111,6 +113,7 @@ class PartitionRewrite:
     table: str = ""
     keys: tuple[str, ...] = ()
     values: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +129,7 @@ class PartitionRewrite:
             "table": self.table,
             "keys": list(self.keys),
             "values": list(self.values),
+            "sources": list(self.sources),
         }
 
     @classmethod
@@ -135,7 +139,7 @@ class PartitionRewrite:
             entry["marker"],
             entry.get("version", ""), tuple(entry.get("kept", ())), tuple(entry.get("retired", ())),
             entry.get("database", ""), entry.get("table", ""), tuple(entry.get("keys", ())),
-            tuple(entry.get("values", ())),
+            tuple(entry.get("values", ())), tuple(entry.get("sources", ())),
         )  # fmt: skip
 
 

@@ -273,17 +273,26 @@ def replace_partitions(
     database: str = "",
 ) -> tuple[list[PartitionRewrite], list[StagedFile]]:  # fmt: skip
     """The rewrites that replace the range's table partitions (of ``segment_types``, None: all)
-    with the run's staged table files (moved into each folder's staged content, renamed as the
-    rewrite's outputs) and the range's quarantine rows with the run's; the staged files that are
-    still plain moves."""
+    with the run's staged table files (as the rewrite's outputs: on a local disk moved into each
+    folder's staged content, on an object store published from where they are) and the range's
+    quarantine rows with the run's; the staged files that are still plain moves."""
     rewrite_id = new_run_id(start, layout.COMPACT_RUN_PREFIX)
     outputs: dict[Location, list[str]] = {}
+    sources: dict[Location, list[str]] = {}
+    moves = []
+    # a local disk swaps the rewrite folder in whole: the files move into it; on an object store
+    # they are published from where the workers staged them (one copy fewer each)
+    swapped = storage.local_path(stage.root) is not None
     for file in (f for f in staged if f.kind == TABLE):
         folder = to_location(str(stage.final(file))).parent
         names = outputs.setdefault(folder, [])
         name = layout.part_file_name(rewrite_id, len(names))
-        storage.publish(stage.staged(file), stage.rewrite_folder(folder) / name)
+        if swapped:
+            moves.append((stage.staged(file), stage.rewrite_folder(folder) / name))
+        else:
+            sources.setdefault(folder, []).append(str(stage.staged(file)))
         names.append(name)
+    storage.publish_many(moves)  # within the stage, before the manifest: a crash drops them all
     # every partition folder of the source's tables, from the lake itself (not the catalog's schema
     # files: after a change of database, the new one has none yet)
     keys = layout.partition_columns(source.date_partition)
@@ -309,7 +318,7 @@ def replace_partitions(
         rewrites.append(
             finish_rewrite(
                 storage, stage, folder, infos, outputs.get(folder, []),
-                list(infos), rewrite_id, spec if database else None,
+                list(infos), rewrite_id, spec if database else None, sources.get(folder, ()),
             )
         )  # fmt: skip
     # a quarantine row names its table by segment type (a sync's) or by table name (set-type's)

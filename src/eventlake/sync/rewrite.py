@@ -38,6 +38,7 @@ from eventlake import layout, partitions
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.progress import Say
 from eventlake.storage import Location, Storage, to_location
+from eventlake.storage.base import BATCH_THREADS, in_parallel
 from eventlake.storage.local import fsync_dir
 from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.stage import RunStage
@@ -55,6 +56,7 @@ def stage_output(storage: Storage, stage: RunStage, folder: Location, name: str,
 def finish_rewrite(
     storage: Storage, stage: RunStage, folder: Location, names: Collection[str], outputs: list[str],
     replaced: list[str], rewrite_id: str | None = None, table: TableSpec | None = None,
+    sources: Sequence[str] = (),
 ) -> PartitionRewrite:  # fmt: skip
     """Stage the commit marker of a partition folder whose files ``replaced`` give way to the ``outputs``
     staged in its rewrite folder (``stage.rewrite_folder(folder)``: compaction, replay, user
@@ -63,7 +65,8 @@ def finish_rewrite(
     replaced too once none of its outputs stays; the other data files are kept. ``rewrite_id``: the
     ``compact-`` id naming the outputs, the marker and the version folder (default: the stage's
     run). ``table``: the catalog's table of the partition, whose location moves when the partition
-    moves to a version folder."""
+    moves to a version folder. ``sources``: where each of the ``outputs`` is staged when not in
+    the rewrite folder (on an object store only: see :class:`~eventlake.sync.manifest.PartitionRewrite`)."""
     replaced = list(replaced)
     for name in names:
         run = layout.marker_run_id(name)
@@ -84,7 +87,7 @@ def finish_rewrite(
         database=table.database if table is not None and values is not None else "",
         table=table.name if table is not None and values is not None else "",
         keys=table.partition_keys if table is not None and values is not None else (),
-        values=values or (),
+        values=values or (), sources=tuple(sources),
     )  # fmt: skip
 
 
@@ -94,27 +97,21 @@ def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> bool:
     to a version folder (its location in the catalog is to follow: :func:`switch_location`).
 
     The marker says the switch is done, so a rerun never switches twice. On an object store the new
-    files are published into the version folder, the kept ones copied there, then the marker; the
-    old files stay for the grace period (:func:`retire`). On a local disk the staged folder (new
-    files + marker, plus hard links to the folder's files that stay) is exchanged with the partition
-    folder in one step (the catalog's location stays); the old files end in the staging folder,
-    deleted with it. A disk that cannot exchange folders (and a manifest written before version
-    folders existed) has the new files published into the folder, then the marker, then the
-    replaced files deleted: eventlake's readers switch at the marker, a reader listing the folder
-    sees both sets until the deletes."""
+    files are published into the version folder, the kept ones copied there, then the marker
+    (:func:`publish_versions`); the old files stay for the grace period (:func:`retire`). On a local
+    disk the staged folder (new files + marker, plus hard links to the folder's files that stay) is
+    exchanged with the partition folder in one step (the catalog's location stays); the old files
+    end in the staging folder, deleted with it. A disk that cannot exchange folders (and a manifest
+    written before version folders existed) has the new files published into the folder, then the
+    marker, then the replaced files deleted: eventlake's readers switch at the marker, a reader
+    listing the folder sees both sets until the deletes."""
     folder, staged = to_location(rewrite.folder), to_location(rewrite.staged)
-    if rewrite.version and storage.local_path(folder) is None:
-        target = folder / rewrite.version
-        if not storage.exists(target / rewrite.marker):
-            for name in rewrite.files:
-                storage.publish(staged / name, target / name)
-            for name in rewrite.kept:  # a later sync's file, a big one: the version holds all the data
-                storage.copy(folder / name, target / name.rsplit("/", 1)[-1])
-            storage.publish(staged / rewrite.marker, target / rewrite.marker)  # eventlake's readers switch
+    if _versioned(storage, rewrite):
+        publish_versions(storage, [rewrite])
         return True
     if not storage.exists(folder / rewrite.marker) and not _swap_local(storage, rewrite, folder, staged):
-        for name in rewrite.files:  # invisible to eventlake's readers until the marker is there
-            storage.publish(staged / name, folder / name)
+        for source, name in zip(_sources(rewrite), rewrite.files, strict=True):  # invisible to
+            storage.publish(source, folder / name)  # eventlake's readers until the marker is there
         storage.commit(folder / name for name in rewrite.files)
         storage.publish(staged / rewrite.marker, folder / rewrite.marker)  # the commit point
         storage.commit([folder / rewrite.marker])
@@ -122,15 +119,61 @@ def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> bool:
     return False
 
 
+def _versioned(storage: Storage, rewrite: PartitionRewrite) -> bool:
+    """Whether ``rewrite`` switches to a version folder (on an object store) rather than in place."""
+    return bool(rewrite.version) and storage.local_path(to_location(rewrite.folder)) is None
+
+
+def _sources(rewrite: PartitionRewrite) -> list[Location]:
+    """Where each new file of ``rewrite`` is staged."""
+    if rewrite.sources:
+        return [to_location(source) for source in rewrite.sources]
+    return [to_location(rewrite.staged) / name for name in rewrite.files]
+
+
+def publish_versions(storage: Storage, rewrites: Sequence[PartitionRewrite], resumed: bool = True) -> None:
+    """The object-store half of :func:`apply_rewrite` for many partitions at once, in few requests
+    that run side by side: every new file published into its version folder
+    (:meth:`~eventlake.storage.Storage.publish_many`), every kept file copied there, then every
+    marker (eventlake's readers switch there, each partition at its own marker, after its files).
+    A partition whose marker is in its version folder is done and left alone; ``resumed=False``
+    (the manifest's first application: no version folder can hold its marker yet) skips that
+    look-up. A crash at any point is completed by a rerun: a file found published is done."""
+    if resumed:
+        done = in_parallel(
+            lambda r: storage.exists(to_location(r.folder) / r.version / r.marker), rewrites, BATCH_THREADS
+        )
+        rewrites = [rewrite for rewrite, found in zip(rewrites, done, strict=True) if not found]
+    places = [(to_location(r.folder), to_location(r.staged), r) for r in rewrites]
+    storage.publish_many(
+        [
+            (source, folder / r.version / name)
+            for folder, _, r in places
+            for source, name in zip(_sources(r), r.files, strict=True)
+        ]
+    )
+    copies = [  # a later sync's file, a big one: the version holds all the data
+        (folder / name, folder / r.version / name.rsplit("/", 1)[-1])
+        for folder, _, r in places
+        for name in r.kept
+    ]
+    in_parallel(lambda pair: storage.copy(*pair), copies, BATCH_THREADS)
+    storage.publish_many([(staged / r.marker, folder / r.version / r.marker) for folder, staged, r in places])
+
+
 def switch_partitions(
-    storage: Storage, rewrites: Sequence[PartitionRewrite], catalog: Callable[[], Catalog]
-) -> tuple[list[PartitionRewrite], list[PartitionRewrite]]:
-    """Switch a run's rewritten partitions (:func:`apply_rewrite`), then move the catalog's location
-    of each that moved to a version folder (:func:`switch_location`: readers through the catalog
-    switch here, a partition at a time). Returns the partitions moved (for :func:`retire`) and
-    those whose table is not in the catalog yet (a table the run creates: :func:`switch_later`,
-    once it is)."""
-    moved = [rewrite for rewrite in rewrites if apply_rewrite(storage, rewrite)]
+    storage: Storage, rewrites: Sequence[PartitionRewrite], catalog: Callable[[], Catalog],
+    *, resumed: bool = True,
+) -> tuple[list[PartitionRewrite], list[PartitionRewrite]]:  # fmt: skip
+    """Switch a run's rewritten partitions (:func:`apply_rewrite`; on an object store all at once:
+    :func:`publish_versions`, ``resumed`` as there), then move the catalog's location of each that
+    moved to a version folder (:func:`switch_location`: readers through the catalog switch here, a
+    partition at a time). Returns the partitions moved (for :func:`retire`) and those whose table
+    is not in the catalog yet (a table the run creates: :func:`switch_later`, once it is)."""
+    publish_versions(storage, [r for r in rewrites if _versioned(storage, r)], resumed)
+    moved = [
+        rewrite for rewrite in rewrites if _versioned(storage, rewrite) or apply_rewrite(storage, rewrite)
+    ]
     later = [rewrite for rewrite in moved if rewrite.table and not switch_location(catalog(), rewrite)]
     return moved, later
 

@@ -130,7 +130,7 @@ def publish(
     (from here the run is completed by the next one if killed), then apply it."""
     hold.check()
     state.write_pending(manifest)
-    apply(manifest, catalog, state, storage, lake, load_catalog=load_catalog)
+    apply(manifest, catalog, state, storage, lake, load_catalog=load_catalog, resumed=False)
 
 
 EXIT_FAILED = 1
