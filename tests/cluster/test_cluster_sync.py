@@ -211,7 +211,9 @@ def test_a_sync_on_the_cluster_equals_a_local_sync(
     assert app_id in completed, (app_id, list(completed))
     assert completed[app_id]["state"] == "FINISHED"
     executors = spark_cluster.executor_dirs(app_id)  # <worker dir>/<app id>/<executor id>
-    assert len(executors) == 2 and {p.parent.parent for p in executors} == set(spark_cluster.work_dirs)
+    # one on each worker (a master may start one more as the application stops: seen under load,
+    # an executor directory holding only its launch command)
+    assert len(executors) >= 2 and {p.parent.parent for p in executors} == set(spark_cluster.work_dirs)
     [local_report] = [r for r in reports(lake_store, "local") if r["type"] == "source"]
     assert local_report["emr_cluster_id"].startswith("local-")
     for field in ("row_count", "duplicates_dropped", "rejected_messages", "rejected_values", "input_files"):
