@@ -55,7 +55,8 @@ archive file of ``--batch`` messages of the soak's kinds (no probe) is synced by
 - the ledger: the checkpoint closed through the last closable day, a day file per closed day, the
   open days' names and 12 run entries since the last fold (every laid file is synced: ``up`` finds
   only the soak's own files new);
-- reports: 2,880 per closed day and 120 an hour today, copies of the base sync's report, one file
+- reports: 2,880 per closed day and 120 an hour today, copies of the base sync's report as a later run
+  writes it (no new table, no new column), one file
   per run; the base sync already marked the daily report merge through yesterday, so ``up`` does
   not merge the laid closed days (a micro-batch reads no closed day's reports);
 - table files: one compacted file (a copy of the base's) and its marker per table and hour of each
