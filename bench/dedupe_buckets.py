@@ -8,7 +8,9 @@ a key range at a time. Then, in one process:
 
 - **lookup**: `eventlake.sync.dedupe_index.seen` of ``--batch`` ids (``--dups`` of them in the
   index), ``--runs`` times, against the first 1, 2, 4, ... ``--days`` days (how it grows with the
-  index), the first run of each size separately (its buckets not yet in the page cache);
+  index), the first run of each size separately (its buckets not yet in the page cache); then the
+  same lookups with the key files' filters ignored (``lookup(filtered=False)``: every id's bucket
+  read, as before the filters), the ratio filtered / unfiltered;
 - **merge**: a further day as 24 hourly files merged into one by
   `eventlake.sync.index_merge.merge_index` in a child process: wall time and the child's peak RSS;
 - **baseline**: today's format, a Parquet file of ``--baseline`` million string ids, looked up the
@@ -39,7 +41,7 @@ import pyarrow.parquet as pq
 
 from eventlake.storage import LocalStorage
 from eventlake.sync.dedupe_index import index_files, seen
-from eventlake.sync.index_keys import RECORD, KeyWriter, keys
+from eventlake.sync.index_keys import RECORD, KeyWriter, keys, lookup, open_keys
 
 PARTS_BITS = 6  # fabricate a day 64 key ranges at a time
 MERGE = """
@@ -75,6 +77,27 @@ def fabricate(path: Path, ids: int, start: datetime, span: timedelta, known: np.
             records = np.concatenate((records, mine))
             writer.add(records[np.argsort(records["hi"])])
         writer.close()
+
+
+def unfiltered_seen(storage: LocalStorage, files: list, batch: pa.Array, since: datetime) -> int:
+    """How many of ``batch`` the key files hold, reading every id's bucket (no filter): the baseline."""
+    records = keys(batch.to_pylist())
+    wanted = records[np.lexsort((records["lo"], records["hi"]))]
+    floor = int(since.timestamp() * 1e6)
+    found = np.zeros(len(wanted), bool)
+    for info in files:
+        found |= lookup(storage, open_keys(storage, info), wanted, floor, None, filtered=False)
+    return int(found.sum())
+
+
+def timed(call, runs: int) -> tuple[float, float, object]:
+    """The first run's time, the median of the next ``runs``, the last answer."""
+    times, answer = [], None
+    for _ in range(runs + 1):
+        started = time.monotonic()
+        answer = call()
+        times.append(time.monotonic() - started)
+    return times[0], statistics.median(times[1:]), answer
 
 
 def main() -> None:
@@ -116,16 +139,18 @@ def main() -> None:
         batch = pa.array(
             again[: days * args.dups] + [str(uuid.uuid4()) for _ in range(args.batch - days * args.dups)]
         )
-        times = []
-        for _ in range(args.runs + 1):
-            started = time.monotonic()
-            found = seen(storage, files[:days], batch, since)
-            times.append(time.monotonic() - started)
+        chosen = files[:days]
+        first, warm, found = timed(lambda: seen(storage, chosen, batch, since), args.runs)  # noqa: B023
         assert len(found) == days * args.dups, (len(found), days * args.dups)
+        base_first, base, base_found = timed(
+            lambda: unfiltered_seen(storage, chosen, batch, since),  # noqa: B023
+            args.runs,
+        )
+        assert base_found == len(found), (base_found, len(found))
         print(f"lookup of {args.batch:,} ids in {days} day(s), {days * per_day:,} ids: first "
-              f"{times[0]:.3f} s, then median {statistics.median(times[1:]):.3f} s (found {len(found)})",
+              f"{first:.3f} s, then median {warm:.3f} s (found {len(found)}); without the filters "
+              f"first {base_first:.3f} s, median {base:.3f} s: ratio {warm / base:.2f}",
               flush=True)  # fmt: skip
-    warm = statistics.median(times[1:])
 
     if not args.no_merge:
         day_start = now - timedelta(days=args.days + 1)

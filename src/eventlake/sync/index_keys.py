@@ -7,17 +7,27 @@ the odds of a disk or memory corrupting the id itself, and a 16-byte key instead
 UUID (plus its offsets) keeps a busy source's index at 24 bytes an id.
 
 A file is its records (``hi``, ``lo``, ``at``: the received time in µs since 1970, UTC), sorted
-by key, then a directory, then a trailer:
+by key, then a directory, then a filter, then a trailer:
 
 - records: ``count`` × 24 bytes, little-endian;
 - directory: ``2^bits + 1`` little-endian uint64, the first record of each bucket (the keys whose
   top ``bits`` bits are the bucket's number), the last one ``count``; ``bits`` gives buckets of
   about 128 to 256 records (3 to 6 KB);
-- trailer (:data:`TRAILER`): magic, ``bits``, ``count``, the least and greatest ``at``, magic.
+- filter: a blocked Bloom filter of the keys, ``blocks`` × 64 bytes (about
+  :data:`FILTER_BITS_PER_KEY` bits a key): a key sets :data:`FILTER_PROBES` bits (9 bits of ``lo``
+  each) of one 512-bit block (chosen by the top 32 bits of ``hi``, so sorted keys fill the blocks in
+  order); about 1% of the keys a file does not hold pass it;
+- trailer (:data:`TRAILER`): magic, ``bits``, ``count``, the least and greatest ``at``, ``blocks``,
+  magic. Files written before the filter (:data:`TRAILER_V1`, magic ``ELDEDUP1``) have neither the
+  filter nor ``blocks``; they are read as before (a lookup reads their buckets) until a merge
+  writes them into a file with a filter or they leave the dedupe window.
 
-A lookup reads the trailer, the directory entries of its keys' buckets and those buckets: a
-2,000-id batch reads about 2,000 × 4 KB of a day of 173 million keys, whatever the day's size
-(:func:`lookup`). A merge reads each input a range of buckets at a time (:func:`records_in`).
+A lookup reads the trailer, the filter's blocks of its keys (a 64-byte block each; mapped in
+memory on a local disk) and, for the keys the filter passes only, the directory entries of their
+buckets and those buckets: a batch of ids that are new (nearly all of them) reads about 64 bytes an
+id of each file instead of a bucket (4 KB), and the filters (1.25 bytes a key, 5% of the index)
+stay in the page cache where the records would not (:func:`lookup`). A merge reads each input a
+range of buckets at a time (:func:`records_in`).
 """
 
 from __future__ import annotations
@@ -35,8 +45,13 @@ from eventlake.storage import FileInfo, Storage
 
 SUFFIX = ".keys"
 RECORD = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("at", "<i8")])
-TRAILER = struct.Struct("<8sQQqq8s")
-MAGIC = b"ELDEDUP1"
+TRAILER = struct.Struct("<8sQQqqQ8s")
+MAGIC = b"ELDEDUP2"
+TRAILER_V1 = struct.Struct("<8sQQqq8s")  # files written before the filter
+MAGIC_V1 = b"ELDEDUP1"
+FILTER_BITS_PER_KEY = 10  # with 7 probes in a 512-bit block: about 1% of absent keys pass
+FILTER_PROBES = 7
+FILTER_BLOCK = 64  # bytes (512 bits: one cache line)
 BUCKET_RECORDS = 256  # a bucket holds at most about this many records on average (3 to 6 KB)
 SPAN_GAP = 8 * 1024  # a lookup reads buckets closer than this in one range ...
 SPAN_BYTES = 64 * 1024 * 1024  # ... and at most this much at once
@@ -104,6 +119,8 @@ class KeyWriter:
         self.handle, self.bits = handle, bucket_bits(expected)
         self.starts = np.zeros(2**self.bits + 1, np.uint64)  # counts per bucket, then their sums
         self.count, self.least, self.most = 0, np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        self.blocks = filter_blocks(expected)  # held until the end: 1.25 bytes a key
+        self.filter = np.zeros(self.blocks * FILTER_BLOCK, np.uint8)
 
     def add(self, records: np.ndarray) -> None:
         if not len(records):
@@ -113,6 +130,7 @@ class KeyWriter:
             np.uint64
         )
         self.count += len(records)
+        _set_filter(self.filter, self.blocks, records)
         self.least, self.most = (
             min(self.least, int(records["at"].min())),
             max(self.most, int(records["at"].max())),
@@ -120,7 +138,10 @@ class KeyWriter:
 
     def close(self) -> None:
         self.handle.write(np.cumsum(self.starts, dtype=np.uint64).astype("<u8").tobytes())
-        self.handle.write(TRAILER.pack(MAGIC, self.bits, self.count, self.least, self.most, MAGIC))
+        self.handle.write(self.filter.tobytes())
+        self.handle.write(
+            TRAILER.pack(MAGIC, self.bits, self.count, self.least, self.most, self.blocks, MAGIC)
+        )
 
 
 def write_keys(handle: BinaryIO, records: np.ndarray) -> None:
@@ -140,10 +161,39 @@ class KeyFile:
     count: int
     least: int  # the least and greatest received time (µs); a file with no records has least > most
     most: int
+    blocks: int = 0  # the filter's (0: a file written before the filter)
 
     @property
     def directory(self) -> int:
         return self.count * RECORD.itemsize
+
+    @property
+    def filter_at(self) -> int:
+        return self.directory + (int(2**self.bits) + 1) * 8
+
+    def may_hold(self, storage: Storage, wanted: np.ndarray) -> np.ndarray:
+        """Which of ``wanted`` (records) the filter passes (all of them when the file has none)."""
+        if not self.blocks:
+            return np.ones(len(wanted), bool)
+        numbers = _filter_block(wanted["hi"], self.blocks)
+        local = storage.local_path(self.info.path)
+        if local is not None:  # mapped: the blocks asked for are read from the page cache
+            table = np.memmap(local, np.uint8, "r", self.filter_at, (self.blocks, FILTER_BLOCK))
+            rows = np.asarray(table[numbers.astype(np.int64)])
+            del table
+        else:
+            unique, back = np.unique(numbers, return_inverse=True)
+            if len(unique) * 16 > self.blocks:  # a good share of them: the whole filter in one read
+                [data] = storage.read_ranges(self.info.path, [(self.filter_at, self.blocks * FILTER_BLOCK)])
+                rows = np.frombuffer(data, np.uint8).reshape(-1, FILTER_BLOCK)[unique.astype(np.int64)]
+            else:
+                ranges = [(self.filter_at + int(n) * FILTER_BLOCK, FILTER_BLOCK) for n in unique]
+                data = b"".join(storage.read_ranges(self.info.path, ranges))
+                rows = np.frombuffer(data, np.uint8).reshape(-1, FILTER_BLOCK)
+            rows = rows[back]
+        probes = _filter_probes(wanted["lo"])
+        held = np.take_along_axis(rows, (probes >> 3).astype(np.int64), axis=1)
+        return np.asarray(((held >> (probes & 7).astype(np.uint8)) & 1).all(axis=1))
 
     def entries(self, storage: Storage, numbers: np.ndarray) -> np.ndarray:
         """The directory's entries ``numbers`` (sorted, unique): where those buckets start."""
@@ -165,26 +215,38 @@ class KeyFile:
 def open_keys(storage: Storage, info: FileInfo) -> KeyFile:
     """The trailer of a key file (:class:`IndexFileError` when the file is not whole)."""
     [tail] = storage.read_ranges(info.path, [(max(0, info.size - TRAILER.size), TRAILER.size)])
-    if len(tail) != TRAILER.size:
+    blocks, whole = 0, False
+    if len(tail) == TRAILER.size and tail[-8:] == MAGIC:
+        magic, bits, count, least, most, blocks, _ = TRAILER.unpack(tail)
+        whole = magic == MAGIC and bits <= 32
+    elif len(tail) >= TRAILER_V1.size and tail[-8:] == MAGIC_V1:
+        magic, bits, count, least, most, _ = TRAILER_V1.unpack(tail[-TRAILER_V1.size :])
+        whole = magic == MAGIC_V1 and bits <= 32
+    if len(tail) < TRAILER_V1.size:
         raise IndexFileError(f"{info.path}: not a dedupe key file ({info.size} bytes)")
-    magic, bits, count, least, most, end = TRAILER.unpack(tail)
-    whole = magic == MAGIC and end == MAGIC and bits <= 32
-    expected = count * RECORD.itemsize + (2**bits + 1) * 8 + TRAILER.size if whole else -1
+    trailer = TRAILER.size if blocks or tail[-8:] == MAGIC else TRAILER_V1.size
+    expected = count * RECORD.itemsize + (2**bits + 1) * 8 + blocks * FILTER_BLOCK + trailer if whole else -1
     if expected != info.size:
         raise IndexFileError(
             f"{info.path}: not a whole dedupe key file ({info.size} bytes): "
             "delete it; the next sync of its run's archive files is not affected, a resent copy of "
             "its ids is no longer dropped"
         )
-    return KeyFile(info, bits, count, least, most)
+    return KeyFile(info, bits, count, least, most, blocks)
 
 
-def lookup(storage: Storage, file: KeyFile, wanted: np.ndarray, since: int, until: int | None) -> np.ndarray:
+def lookup(
+    storage: Storage, file: KeyFile, wanted: np.ndarray, since: int, until: int | None, filtered: bool = True
+) -> np.ndarray:
     """Which of ``wanted`` (records sorted by key) the file holds with a time at or after
-    ``since`` and before ``until`` (µs), as a boolean mask: only their buckets are read, at most
-    :data:`SPAN_BYTES` at a time."""
+    ``since`` and before ``until`` (µs), as a boolean mask: the buckets of the keys its filter
+    passes are read (of every key with ``filtered`` false), at most :data:`SPAN_BYTES` at a time."""
     found = np.zeros(len(wanted), bool)
     if not len(wanted) or not file.count or file.most < since or (until is not None and file.least >= until):
+        return found
+    if filtered and file.blocks:
+        passed = file.may_hold(storage, wanted)
+        found[passed] = lookup(storage, file, wanted[passed], since, until, filtered=False)
         return found
     numbers = np.unique(buckets(wanted["hi"], file.bits))
     bounds = file.entries(storage, np.unique(np.concatenate((numbers, numbers + 1))))
@@ -211,6 +273,43 @@ def records_in(storage: Storage, file: KeyFile, part: int, parts_bits: int) -> n
     records = file.records(storage, [(int(first), int(end))]) if end > first else np.zeros(0, RECORD)
     mine: np.ndarray = records[buckets(records["hi"], parts_bits) == part]
     return mine
+
+
+def filter_blocks(count: int) -> int:
+    """The filter's 64-byte blocks for ``count`` keys (about :data:`FILTER_BITS_PER_KEY` bits each).
+
+    >>> filter_blocks(0), filter_blocks(1), filter_blocks(172_800_000)
+    (0, 1, 3375000)
+    """
+    return -(-count * FILTER_BITS_PER_KEY // (FILTER_BLOCK * 8))
+
+
+def _filter_block(hi: np.ndarray, blocks: int) -> np.ndarray:
+    """The block of each key: the top 32 bits of ``hi`` scaled to ``blocks`` (in key order)."""
+    return ((hi >> np.uint64(32)) * np.uint64(blocks)) >> np.uint64(32)
+
+
+def _filter_probes(lo: np.ndarray) -> np.ndarray:
+    """The bits each key sets in its block: :data:`FILTER_PROBES` slices of 9 bits of ``lo``."""
+    shifts = np.arange(FILTER_PROBES, dtype=np.uint64) * np.uint64(9)
+    probes: np.ndarray = (lo[:, None] >> shifts) & np.uint64(FILTER_BLOCK * 8 - 1)
+    return probes
+
+
+def _set_filter(table: np.ndarray, blocks: int, records: np.ndarray) -> None:
+    """Sets the bits of ``records`` in the filter ``table`` (a chunk's keys span a range of blocks:
+    set in a bit array of that range, then packed and or-ed in)."""
+    if not blocks or not len(records):
+        return
+    numbers = _filter_block(records["hi"], blocks).astype(np.int64)
+    first, last = int(numbers.min()), int(numbers.max())
+    bits = np.zeros((last - first + 1) * FILTER_BLOCK * 8, bool)
+    bits[
+        (
+            (numbers - first)[:, None] * (FILTER_BLOCK * 8) + _filter_probes(records["lo"]).astype(np.int64)
+        ).ravel()
+    ] = True
+    table[first * FILTER_BLOCK : (last + 1) * FILTER_BLOCK] |= np.packbits(bits, bitorder="little")
 
 
 def _spans(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
