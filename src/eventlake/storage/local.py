@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+import fnmatch
 import os
 import shutil
 import tempfile
@@ -122,6 +124,8 @@ class LocalStorage(Storage):
         return on_disk(path).exists()
 
     def list(self, folder: Location, pattern: str = "*") -> list[FileInfo]:
+        if "/" not in pattern:  # one folder: one scandir, one stat a file (a day's archive: 17,280)
+            return self._list_folder(on_disk(folder), pattern)
         found = []
         for path in on_disk(folder).glob(pattern):
             if path.name.startswith("."):
@@ -132,6 +136,24 @@ class LocalStorage(Storage):
             except FileNotFoundError:  # deleted while listing
                 continue
         return sorted(found, key=lambda f: f.path)
+
+    @staticmethod
+    def _list_folder(folder: Path, pattern: str) -> builtins.list[FileInfo]:
+        sizes = {}
+        try:
+            entries = os.scandir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        with entries:
+            for entry in entries:
+                if entry.name.startswith(".") or not fnmatch.fnmatchcase(entry.name, pattern):
+                    continue
+                try:
+                    if entry.is_file():
+                        sizes[entry.name] = entry.stat().st_size
+                except FileNotFoundError:  # deleted while listing
+                    continue
+        return [FileInfo(folder / name, sizes[name]) for name in sorted(sizes)]  # (one parent: by name)
 
     def delete(self, path: Location) -> None:
         path = on_disk(path)
