@@ -125,6 +125,41 @@ def test_only_missing_partitions_are_created_1000_looked_up_per_call(
     assert glue.partitions(database, "page") == sorted(partitions)
 
 
+@pytest.mark.integration
+def test_a_replays_partitions_move_to_their_version_folders_100_per_call(
+    glue: GlueCatalog, database: str, calls: Counter[str], tmp_path: Path
+) -> None:
+    """A replay of a week switches thousands of partitions: looked up 1,000 per call, moved 100 per
+    BatchUpdatePartition, the missing ones created at their version folder, those already there
+    (a rerun after a crash) left alone; a missing table is said (False) with nothing changed."""
+    spec = TableSpec(database, "track_signed_up", COLUMNS, ("day", "hr"), str(tmp_path / "t"))
+    partitions = [(f"2026-11-{day:02d}", f"{hour:02d}") for day in range(1, 12) for hour in range(24)][:250]
+    moves = [(values, f"{spec.partition_location(values)}/_v-000001-replay-1") for values in partitions]
+    assert not glue.set_partition_locations(database, spec.name, spec.partition_keys, moves)
+    glue.ensure_table(spec)
+    glue.add_partitions(spec, partitions[:230])  # 20 are not registered yet
+    calls.clear()
+    assert glue.set_partition_locations(database, spec.name, spec.partition_keys, moves)
+    assert (calls["BatchGetPartition"], calls["BatchUpdatePartition"], calls["BatchCreatePartition"]) == (
+        1,
+        3,
+        1,
+    )
+    assert "UpdatePartition" not in calls and "GetPartition" not in calls
+    for values, location in moves[::37] + moves[-3:]:
+        found = glue.client.get_partition(
+            DatabaseName=database, TableName=spec.name, PartitionValues=list(values)
+        )
+        assert found["Partition"]["StorageDescriptor"]["Location"] == location
+        assert found["Partition"]["StorageDescriptor"]["Columns"] == [
+            {"Name": n, "Type": t} for n, t in COLUMNS
+        ]  # fmt: skip
+    calls.clear()
+    assert glue.set_partition_locations(database, spec.name, spec.partition_keys, moves)  # a rerun
+    assert dict(calls) == {"BatchGetPartition": 1}
+    assert glue.partitions(database, spec.name) == sorted(partitions)
+
+
 def test_without_batch_get_partition_permission_every_partition_is_created() -> None:
     """A policy that allows BatchCreatePartition but not BatchGetPartition (the README's before
     the look-up): Glue is asked once, then partitions are created as before, existing ones kept."""

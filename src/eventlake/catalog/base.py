@@ -105,6 +105,21 @@ class Catalog(ABC):
         the old files to the new ones at once), registering it there if missing. False (and nothing
         changed) when the table does not exist."""
 
+    def set_partition_locations(
+        self,
+        database: str,
+        table: str,
+        partition_keys: tuple[str, ...],
+        moves: Sequence[tuple[tuple[str, ...], str]],
+    ) -> bool:
+        """:meth:`set_partition_location` of each ``(values, location)``, in as few calls as the
+        catalog allows (each partition still switches in one change). False (nothing changed) when
+        the table does not exist."""
+        for values, location in moves:
+            if not self.set_partition_location(database, table, partition_keys, values, location):
+                return False
+        return True
+
     @abstractmethod
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
         """The table's registered partitions (values in partition key order), sorted."""

@@ -401,39 +401,87 @@ class GlueCatalog(Catalog):
         values: tuple[str, ...],
         location: str,
     ) -> bool:
-        """UpdatePartition with the partition's storage descriptor at ``location`` (none when it is
-        there already: Glue keeps a version per update); a missing partition is created there with
-        the table's storage descriptor (BatchCreatePartition)."""
-        doing = f"moving partition {list(values)} of {database}.{table} to {location}"
-        answer = self._call(
-            "batch_get_partition", doing, ignore=(self.client.exceptions.EntityNotFoundException,),
-            DatabaseName=database, TableName=table, PartitionsToGet=[{"Values": list(values)}],
-        )  # fmt: skip
-        found = (answer or {}).get("Partitions", [])  # none: no such table (or database)
-        if found:
-            partition = found[0]
-            if partition["StorageDescriptor"].get("Location") == location:
-                return True
+        return self.set_partition_locations(database, table, partition_keys, [(values, location)])
+
+    def set_partition_locations(
+        self,
+        database: str,
+        table: str,
+        partition_keys: tuple[str, ...],
+        moves: Sequence[tuple[tuple[str, ...], str]],
+    ) -> bool:
+        """BatchGetPartition (1,000 a call), then BatchUpdatePartition (100 a call) of those not at
+        their location yet, with each partition's storage descriptor at its new location (Glue keeps
+        a version per update); missing partitions are created there with the table's storage
+        descriptor (BatchCreatePartition). A replay of a week moves thousands of partitions: about
+        two calls per hundred instead of two per partition."""
+        wanted = dict(moves)
+        doing = f"moving {len(wanted)} partitions of {database}.{table} to their version folders"
+        found: dict[tuple[str, ...], dict[str, Any]] = {}
+        asked = list(wanted)
+        for _ in range(UPDATE_ATTEMPTS):  # keys Glue left unprocessed are asked again
+            unprocessed: list[tuple[str, ...]] = []
+            for start in range(0, len(asked), PARTITION_GET_BATCH):
+                answer = self._call(
+                    "batch_get_partition", doing, ignore=(self.client.exceptions.EntityNotFoundException,),
+                    DatabaseName=database, TableName=table,
+                    PartitionsToGet=[{"Values": list(v)} for v in asked[start : start + PARTITION_GET_BATCH]],
+                )  # fmt: skip
+                if answer is None:  # no such table (or database)
+                    return False
+                found.update((tuple(p["Values"]), p) for p in answer.get("Partitions", []))
+                unprocessed += [tuple(k["Values"]) for k in answer.get("UnprocessedKeys", [])]
+            if not unprocessed:
+                break
+            asked = unprocessed
+        else:
+            raise GlueError(f"Glue left {len(asked)} partitions of {database}.{table} unread ({doing})")
+        entries = []
+        for values, location in wanted.items():
+            partition = found.get(values)
+            if partition is None or partition["StorageDescriptor"].get("Location") == location:
+                continue
             descriptor = copy.deepcopy(partition["StorageDescriptor"])
             descriptor["Location"] = location
             partition_input: dict[str, Any] = {"Values": list(values), "StorageDescriptor": descriptor}
             if partition.get("Parameters"):
                 partition_input["Parameters"] = partition["Parameters"]
-            self._call(
-                "update_partition", doing, DatabaseName=database, TableName=table,
-                PartitionValueList=list(values), PartitionInput=partition_input,
+            entries.append({"PartitionValueList": list(values), "PartitionInput": partition_input})
+        for start in range(0, len(entries), PARTITION_BATCH):
+            answer = self._call(
+                "batch_update_partition", doing, DatabaseName=database, TableName=table,
+                Entries=entries[start : start + PARTITION_BATCH],
             )  # fmt: skip
+            self._refuse_errors(answer, doing, "PartitionValueList")
+        missing = [values for values in wanted if values not in found]
+        if not missing:
             return True
         described = self._get_table(database, table)
         if described is None:
             return False
-        descriptor = copy.deepcopy(described["StorageDescriptor"])
-        descriptor["Location"] = location
-        self._call(
-            "batch_create_partition", doing, DatabaseName=database, TableName=table,
-            PartitionInputList=[{"Values": list(values), "StorageDescriptor": descriptor}],
-        )  # fmt: skip
+        for start in range(0, len(missing), PARTITION_BATCH):
+            created = []
+            for values in missing[start : start + PARTITION_BATCH]:
+                descriptor = copy.deepcopy(described["StorageDescriptor"])
+                descriptor["Location"] = wanted[values]
+                created.append({"Values": list(values), "StorageDescriptor": descriptor})
+            answer = self._call(
+                "batch_create_partition", doing, DatabaseName=database, TableName=table,
+                PartitionInputList=created,
+            )  # fmt: skip
+            self._refuse_errors(answer, doing, "PartitionValues")
         return True
+
+    @staticmethod
+    def _refuse_errors(answer: Any, doing: str, values_key: str) -> None:
+        """A batch call's per-partition errors, as one :class:`GlueError` naming the first."""
+        errors = (answer or {}).get("Errors", [])
+        if errors:
+            first = errors[0]
+            raise GlueError(
+                f"Glue failed {doing} for {len(errors)} partitions, e.g. {first.get(values_key)}: "
+                f"{first['ErrorDetail'].get('ErrorCode', '')} {first['ErrorDetail'].get('ErrorMessage', '')}"
+            )
 
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
         found = self._pages(

@@ -167,14 +167,23 @@ def switch_partitions(
 ) -> tuple[list[PartitionRewrite], list[PartitionRewrite]]:  # fmt: skip
     """Switch a run's rewritten partitions (:func:`apply_rewrite`; on an object store all at once:
     :func:`publish_versions`, ``resumed`` as there), then move the catalog's location of each that
-    moved to a version folder (:func:`switch_location`: readers through the catalog switch here, a
-    partition at a time). Returns the partitions moved (for :func:`retire`) and those whose table
-    is not in the catalog yet (a table the run creates: :func:`switch_later`, once it is)."""
+    moved to a version folder, a table's partitions in one batch (``set_partition_locations``:
+    readers through the catalog switch each partition in one change). Returns the partitions moved
+    (for :func:`retire`) and those whose table is not in the catalog yet (a table the run creates:
+    :func:`switch_later`, once it is)."""
     publish_versions(storage, [r for r in rewrites if _versioned(storage, r)], resumed)
     moved = [
         rewrite for rewrite in rewrites if _versioned(storage, rewrite) or apply_rewrite(storage, rewrite)
     ]
-    later = [rewrite for rewrite in moved if rewrite.table and not switch_location(catalog(), rewrite)]
+    tables: dict[tuple[str, str, tuple[str, ...]], list[PartitionRewrite]] = {}
+    for rewrite in moved:
+        if rewrite.table:
+            tables.setdefault((rewrite.database, rewrite.table, rewrite.keys), []).append(rewrite)
+    later = []
+    for (database, table, keys), group in tables.items():
+        moves = [(rewrite.values, version_location(rewrite)) for rewrite in group]
+        if not catalog().set_partition_locations(database, table, keys, moves):
+            later += group
     return moved, later
 
 
@@ -189,10 +198,14 @@ def switch_later(catalog: Catalog, later: Sequence[PartitionRewrite], say: Say) 
 def switch_location(catalog: Catalog, rewrite: PartitionRewrite) -> bool:
     """Move the catalog's partition to the rewrite's version folder in one call: readers through
     the catalog (Athena, Trino, Spark through Hive) switch here. False when the table is not there."""
-    location = str(to_location(rewrite.folder) / rewrite.version)
     return catalog.set_partition_location(
-        rewrite.database, rewrite.table, rewrite.keys, rewrite.values, location
+        rewrite.database, rewrite.table, rewrite.keys, rewrite.values, version_location(rewrite)
     )
+
+
+def version_location(rewrite: PartitionRewrite) -> str:
+    """Where the catalog's partition points after the switch: the rewrite's version folder."""
+    return str(to_location(rewrite.folder) / rewrite.version)
 
 
 def retire(
