@@ -597,6 +597,13 @@ def warehouse_dir(state: Path) -> Path:
     return state / "warehouse"
 
 
+def dedupe_filter_dir(state: Path, source_id: str) -> Path:
+    """Local copies of the filters of a source's dedupe key files on an object store (a lookup
+    maps them instead of sending a ranged GET per id): ``<key-file-digest>-<size>.filter``, one per
+    key file in the window (:mod:`eventlake.sync.index_keys`); disposable."""
+    return state / "dedupe-filters" / source_id
+
+
 def lock_file(state: Path, name: str) -> Path:
     return state / "locks" / f"{name}.lock"
 

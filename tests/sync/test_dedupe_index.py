@@ -342,3 +342,33 @@ def test_a_key_file_written_before_the_filter_is_read_and_merged_into_one_with_i
         "m1",
         "m4999",
     ]
+
+
+def test_on_an_object_store_the_filters_are_copied_once_and_dropped_when_their_file_goes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A lookup on an object store fetches each key file's filter whole into the local folder once
+    and maps it after (no ranged read per id); without that folder a big filter is not used."""
+    from eventlake.sync import index_keys
+
+    index, filters = tmp_path / "dedupe", tmp_path / "state" / "dedupe-filters" / "src1"
+    day = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    write_keys_file(run_folder(index, day), "part-0.keys", {f"m{n}": day for n in range(200_000)})
+    write_keys_file(run_folder(index, day + timedelta(hours=1)), "part-0.keys", {"late": day})
+    storage, since = ObjectLike(), day - timedelta(days=1)
+    files = index_files(storage, index, since)
+    big = open_keys(storage, files[0])
+    asked = pa.array([*(f"new-{n}" for n in range(2_000)), "m7", "late"])
+    assert sorted(seen(storage, files, asked, since, filters=filters).to_pylist()) == ["late", "m7"]
+    assert len(list(filters.iterdir())) == 2  # one copy a key file
+    assert storage.read_bytes >= big.blocks * 64  # the big file's filter, fetched whole
+    storage.read_bytes = 0
+    assert sorted(seen(storage, files, asked, since, filters=filters).to_pylist()) == ["late", "m7"]
+    assert storage.read_bytes < 200_000  # ~20 ids' buckets: the filters are read from their copies
+    seen(storage, files[1:], asked, since, filters=filters)  # the big file left the window
+    assert [p.name for p in filters.iterdir()] == [index_keys.filter_copy_name(files[1])]
+
+    monkeypatch.setattr(index_keys, "FILTER_READ_BYTES", 1_000)  # without copies: too big to read whole
+    storage.read_bytes = 0
+    assert seen(storage, files[:1], pa.array(["m7", "x"]), since).to_pylist() == ["m7"]
+    assert storage.read_bytes < 20_000  # no filter: the two ids' buckets and directory entries

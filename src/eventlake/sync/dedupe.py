@@ -6,6 +6,7 @@ Rows are named by ``position``, a number the parse pass gives each row of a run 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -28,12 +29,14 @@ def dedupe(
     storage: Storage,
     until: datetime | None = None,
     messages: int | None = None,
+    filters: Path | None = None,
 ) -> DataFrame:
     """The ``position`` of each ``valid`` row to drop: every copy of a messageId but the first
     (earliest received; then the smaller hash of its values, then the earlier position), and every
     row whose messageId is in the dedupe ``index`` received up to ``window_days`` before the run's
     first message (and, for a replay, before ``until``: the range's own ids are in the index from
     the syncs that first brought them). ``messages``: how many ``valid`` rows there are, if known.
+    ``filters``: where the key files' filters are copied on an object store (see :func:`.seen`).
 
     The index is looked up in the driver (:func:`.dedupe_index.seen`: of each file only the
     buckets of the run's keys), :data:`LOOKUP_IDS` distinct ids at a time. Only message ids and
@@ -64,7 +67,7 @@ def dedupe(
             )
             wanted = part.toArrow().column(0).combine_chunks().cast(pa.string())
             if len(wanted):
-                found.append(seen(storage, files, wanted, since, until))
+                found.append(seen(storage, files, wanted, since, until, filters))
         synced = pa.concat_arrays(found) if found else pa.array([], pa.string())
         if len(synced):
             frame = spark.createDataFrame(pa.table({"message_id": synced}))  # a local relation

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eventlake.storage import FileInfo, Location, Storage
-from eventlake.sync.index_keys import SUFFIX, keys, lookup, open_keys
+from eventlake.sync.index_keys import SUFFIX, drop_filter_copies, keys, lookup, open_keys
 from eventlake.timestamps import as_utc
 
 # the rows of the index's files in lakes written before key files: a message id a run brought
@@ -85,11 +86,13 @@ def runs_by_day(files: Sequence[FileInfo]) -> dict[str, list[tuple[datetime, Fil
 
 def seen(
     storage: Storage, files: Sequence[FileInfo], message_ids: pa.Array, since: datetime,
-    until: datetime | None = None,
+    until: datetime | None = None, filters: Path | None = None,
 ) -> pa.Array:  # fmt: skip
     """Those of ``message_ids`` (distinct) that the index's ``files`` (:func:`index_files`) hold
-    received at or after ``since`` (and before ``until``): of a key file only the buckets of
-    their keys, a Parquet file (of a lake written before key files) whole."""
+    received at or after ``since`` (and before ``until``): of a key file its filter's blocks of
+    their keys and the buckets of those it passes, a Parquet file (of a lake written before key
+    files) whole. ``filters``: the local folder of the filters' copies on an object store
+    (:func:`eventlake.layout.dedupe_filter_dir`; copies of files not in ``files`` are dropped)."""
     since, until = as_utc(since), as_utc(until) if until is not None else None
     floor, ceiling = _micros(since), _micros(until) if until is not None else None
     records = keys(message_ids)
@@ -98,9 +101,11 @@ def seen(
     legacy: list[pa.Array] = []
     for info in files:
         if info.path.name.endswith(SUFFIX):
-            found[order] |= lookup(storage, open_keys(storage, info), wanted, floor, ceiling)
+            found[order] |= lookup(storage, open_keys(storage, info), wanted, floor, ceiling, filters=filters)
         else:
             legacy.append(_legacy_seen(storage, info, message_ids, since, until))
+    if filters is not None:  # (on a local disk there are none)
+        drop_filter_copies(filters, files)
     matched = message_ids.filter(pa.array(found))
     return pa.concat_arrays([matched, *legacy]).unique() if legacy else matched
 

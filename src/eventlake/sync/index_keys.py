@@ -33,9 +33,11 @@ range of buckets at a time (:func:`records_in`).
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -52,6 +54,7 @@ MAGIC_V1 = b"ELDEDUP1"
 FILTER_BITS_PER_KEY = 10  # with 7 probes in a 512-bit block: about 1% of absent keys pass
 FILTER_PROBES = 7
 FILTER_BLOCK = 64  # bytes (512 bits: one cache line)
+FILTER_READ_BYTES = 1024 * 1024  # on an object store without local copies: filters read whole up to this
 BUCKET_RECORDS = 256  # a bucket holds at most about this many records on average (3 to 6 KB)
 SPAN_GAP = 8 * 1024  # a lookup reads buckets closer than this in one range ...
 SPAN_BYTES = 64 * 1024 * 1024  # ... and at most this much at once
@@ -171,29 +174,44 @@ class KeyFile:
     def filter_at(self) -> int:
         return self.directory + (int(2**self.bits) + 1) * 8
 
-    def may_hold(self, storage: Storage, wanted: np.ndarray) -> np.ndarray:
-        """Which of ``wanted`` (records) the filter passes (all of them when the file has none)."""
+    def may_hold(self, storage: Storage, wanted: np.ndarray, filters: Path | None = None) -> np.ndarray:
+        """Which of ``wanted`` (records) the filter passes (all of them when the file has none).
+
+        On a local disk the filter is mapped. On an object store it is read from its copy in the
+        folder ``filters`` (:func:`eventlake.layout.dedupe_filter_dir`; fetched whole the first time,
+        a key file never changes); without that folder, a filter of at most
+        :data:`FILTER_READ_BYTES` is read whole and a bigger one is not used (ranged reads of
+        64-byte blocks scattered over hundreds of MB would cost more than the buckets)."""
         if not self.blocks:
             return np.ones(len(wanted), bool)
-        numbers = _filter_block(wanted["hi"], self.blocks)
+        size, shape = self.blocks * FILTER_BLOCK, (self.blocks, FILTER_BLOCK)
         local = storage.local_path(self.info.path)
+        table: np.ndarray
         if local is not None:  # mapped: the blocks asked for are read from the page cache
-            table = np.memmap(local, np.uint8, "r", self.filter_at, (self.blocks, FILTER_BLOCK))
-            rows = np.asarray(table[numbers.astype(np.int64)])
-            del table
+            table = np.memmap(local, np.uint8, "r", self.filter_at, shape)
+        elif filters is not None:
+            table = np.memmap(self._local_copy(storage, filters), np.uint8, "r", 0, shape)
+        elif size <= FILTER_READ_BYTES:
+            [data] = storage.read_ranges(self.info.path, [(self.filter_at, size)])
+            table = np.frombuffer(data, np.uint8).reshape(-1, FILTER_BLOCK)
         else:
-            unique, back = np.unique(numbers, return_inverse=True)
-            if len(unique) * 16 > self.blocks:  # a good share of them: the whole filter in one read
-                [data] = storage.read_ranges(self.info.path, [(self.filter_at, self.blocks * FILTER_BLOCK)])
-                rows = np.frombuffer(data, np.uint8).reshape(-1, FILTER_BLOCK)[unique.astype(np.int64)]
-            else:
-                ranges = [(self.filter_at + int(n) * FILTER_BLOCK, FILTER_BLOCK) for n in unique]
-                data = b"".join(storage.read_ranges(self.info.path, ranges))
-                rows = np.frombuffer(data, np.uint8).reshape(-1, FILTER_BLOCK)
-            rows = rows[back]
+            return np.ones(len(wanted), bool)
+        rows = np.asarray(table[_filter_block(wanted["hi"], self.blocks).astype(np.int64)])
+        del table
         probes = _filter_probes(wanted["lo"])
         held = np.take_along_axis(rows, (probes >> 3).astype(np.int64), axis=1)
         return np.asarray(((held >> (probes & 7).astype(np.uint8)) & 1).all(axis=1))
+
+    def _local_copy(self, storage: Storage, filters: Path) -> Path:
+        """The filter's copy in ``filters`` (written whole under a temporary name, then renamed)."""
+        path = filters / filter_copy_name(self.info)
+        if not path.exists() or path.stat().st_size != self.blocks * FILTER_BLOCK:
+            [data] = storage.read_ranges(self.info.path, [(self.filter_at, self.blocks * FILTER_BLOCK)])
+            filters.mkdir(parents=True, exist_ok=True)
+            temporary = filters / f".{path.name}.{os.getpid()}.tmp"
+            temporary.write_bytes(data)
+            temporary.replace(path)
+        return path
 
     def entries(self, storage: Storage, numbers: np.ndarray) -> np.ndarray:
         """The directory's entries ``numbers`` (sorted, unique): where those buckets start."""
@@ -236,16 +254,18 @@ def open_keys(storage: Storage, info: FileInfo) -> KeyFile:
 
 
 def lookup(
-    storage: Storage, file: KeyFile, wanted: np.ndarray, since: int, until: int | None, filtered: bool = True
-) -> np.ndarray:
+    storage: Storage, file: KeyFile, wanted: np.ndarray, since: int, until: int | None,
+    filtered: bool = True, filters: Path | None = None,
+) -> np.ndarray:  # fmt: skip
     """Which of ``wanted`` (records sorted by key) the file holds with a time at or after
     ``since`` and before ``until`` (µs), as a boolean mask: the buckets of the keys its filter
-    passes are read (of every key with ``filtered`` false), at most :data:`SPAN_BYTES` at a time."""
+    passes are read (of every key with ``filtered`` false), at most :data:`SPAN_BYTES` at a time.
+    ``filters``: where the filters' local copies are kept on an object store (:meth:`KeyFile.may_hold`)."""
     found = np.zeros(len(wanted), bool)
     if not len(wanted) or not file.count or file.most < since or (until is not None and file.least >= until):
         return found
     if filtered and file.blocks:
-        passed = file.may_hold(storage, wanted)
+        passed = file.may_hold(storage, wanted, filters)
         found[passed] = lookup(storage, file, wanted[passed], since, until, filtered=False)
         return found
     numbers = np.unique(buckets(wanted["hi"], file.bits))
@@ -273,6 +293,21 @@ def records_in(storage: Storage, file: KeyFile, part: int, parts_bits: int) -> n
     records = file.records(storage, [(int(first), int(end))]) if end > first else np.zeros(0, RECORD)
     mine: np.ndarray = records[buckets(records["hi"], parts_bits) == part]
     return mine
+
+
+def filter_copy_name(info: FileInfo) -> str:
+    """The name of a key file's filter copy: a digest of its path, and its size."""
+    digest = hashlib.blake2b(str(info.path).encode(), digest_size=10).hexdigest()
+    return f"{digest}-{info.size}.filter"
+
+
+def drop_filter_copies(filters: Path, kept: Iterable[FileInfo]) -> None:
+    """Delete the copies in ``filters`` but those of the ``kept`` key files (the window's)."""
+    names = {filter_copy_name(info) for info in kept}
+    if filters.is_dir():
+        for path in filters.iterdir():
+            if path.name not in names and not path.name.startswith("."):
+                path.unlink(missing_ok=True)
 
 
 def filter_blocks(count: int) -> int:

@@ -153,7 +153,7 @@ class SourceSync:
         drop = dedupe(
             self.spark, valid_rows, first_received, layout.dedupe_index_dir(self.lake, self.source.id),
             self.source.dedupe_window_days, self.storage, until=self.selection.until(),
-            messages=valid,
+            messages=valid, filters=layout.dedupe_filter_dir(self.settings.lake.state_dir, self.source.id),
         ).toArrow()  # fmt: skip
         deduped = (  # (the positions as a local relation: broadcast without a Spark job)
             valid_rows.join(F.broadcast(self.spark.createDataFrame(drop)), "position", "left_anti")
