@@ -53,6 +53,37 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         handle.write(data)
 
 
+def _walk(folder: str, prefix: str, parts: builtins.list[str], sizes: dict[str, int]) -> None:
+    """Adds to ``sizes`` the files under ``folder`` (named ``prefix`` + name) that match ``parts``."""
+    first, rest = parts[0], parts[1:]
+    if first == "**":  # this folder and every folder under it
+        if rest:
+            _walk(folder, prefix, rest, sizes)
+        for entry in _entries(folder):
+            if entry.is_dir() and not entry.is_symlink():  # (as Path.glob: no loops)
+                _walk(entry.path, f"{prefix}{entry.name}/", parts, sizes)
+        return
+    for entry in _entries(folder):
+        if not fnmatch.fnmatchcase(entry.name, first):
+            continue
+        try:
+            if rest:
+                if entry.is_dir():
+                    _walk(entry.path, f"{prefix}{entry.name}/", rest, sizes)
+            elif not entry.name.startswith(".") and entry.is_file():
+                sizes[prefix + entry.name] = entry.stat().st_size
+        except FileNotFoundError:  # deleted while listing
+            continue
+
+
+def _entries(folder: str) -> builtins.list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as entries:
+            return builtins.list(entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 def on_disk(path: Location) -> Path:
     """A location of the local disk as a ``Path``; a ``StorageError`` for an object store's."""
     if isinstance(path, ObjectPath):
@@ -124,36 +155,14 @@ class LocalStorage(Storage):
         return on_disk(path).exists()
 
     def list(self, folder: Location, pattern: str = "*") -> list[FileInfo]:
-        if "/" not in pattern:  # one folder: one scandir, one stat a file (a day's archive: 17,280)
-            return self._list_folder(on_disk(folder), pattern)
-        found = []
-        for path in on_disk(folder).glob(pattern):
-            if path.name.startswith("."):
-                continue
-            try:
-                if path.is_file():
-                    found.append(FileInfo(path, path.stat().st_size))
-            except FileNotFoundError:  # deleted while listing
-                continue
-        return sorted(found, key=lambda f: f.path)
-
-    @staticmethod
-    def _list_folder(folder: Path, pattern: str) -> builtins.list[FileInfo]:
-        sizes = {}
-        try:
-            entries = os.scandir(folder)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        with entries:
-            for entry in entries:
-                if entry.name.startswith(".") or not fnmatch.fnmatchcase(entry.name, pattern):
-                    continue
-                try:
-                    if entry.is_file():
-                        sizes[entry.name] = entry.stat().st_size
-                except FileNotFoundError:  # deleted while listing
-                    continue
-        return [FileInfo(folder / name, sizes[name]) for name in sorted(sizes)]  # (one parent: by name)
+        """The files under ``folder`` matching ``pattern`` (``Path.glob``'s: ``*``, ``?``, ``[..]``
+        within a name, ``**`` for any depth), hidden names (temporaries) left out, sorted. A walk
+        with ``scandir``, one ``stat`` a file (``Path.glob`` stats each twice: a day of the archive,
+        17,280 files, took twice as long)."""
+        sizes: dict[str, int] = {}
+        _walk(os.fspath(on_disk(folder)), "", pattern.split("/"), sizes)
+        base = on_disk(folder)
+        return [FileInfo(base / name, sizes[name]) for name in sorted(sizes, key=lambda n: n.split("/"))]
 
     def delete(self, path: Location) -> None:
         path = on_disk(path)
