@@ -54,6 +54,7 @@ MAGIC_V1 = b"ELDEDUP1"
 FILTER_BITS_PER_KEY = 10  # with 7 probes in a 512-bit block: about 1% of absent keys pass
 FILTER_PROBES = 7
 FILTER_BLOCK = 64  # bytes (512 bits: one cache line)
+FILTER_CHUNK = 1_000_000  # keys set or tested at a time (bounded memory: ~64 MB of blocks)
 FILTER_READ_BYTES = 1024 * 1024  # on an object store without local copies: filters read whole up to this
 BUCKET_RECORDS = 256  # a bucket holds at most about this many records on average (3 to 6 KB)
 SPAN_GAP = 8 * 1024  # a lookup reads buckets closer than this in one range ...
@@ -196,11 +197,15 @@ class KeyFile:
             table = np.frombuffer(data, np.uint8).reshape(-1, FILTER_BLOCK)
         else:
             return np.ones(len(wanted), bool)
-        rows = np.asarray(table[_filter_block(wanted["hi"], self.blocks).astype(np.int64)])
+        passed = np.zeros(len(wanted), bool)
+        for first in range(0, len(wanted), FILTER_CHUNK):
+            part = wanted[first : first + FILTER_CHUNK]
+            rows = np.asarray(table[_filter_block(part["hi"], self.blocks).astype(np.int64)])
+            probes = _filter_probes(part["lo"])
+            held = np.take_along_axis(rows, (probes >> 3).astype(np.int64), axis=1)
+            passed[first : first + len(part)] = ((held >> (probes & 7).astype(np.uint8)) & 1).all(axis=1)
         del table
-        probes = _filter_probes(wanted["lo"])
-        held = np.take_along_axis(rows, (probes >> 3).astype(np.int64), axis=1)
-        return np.asarray(((held >> (probes & 7).astype(np.uint8)) & 1).all(axis=1))
+        return passed
 
     def _local_copy(self, storage: Storage, filters: Path) -> Path:
         """The filter's copy in ``filters`` (written whole under a temporary name, then renamed)."""
@@ -332,19 +337,16 @@ def _filter_probes(lo: np.ndarray) -> np.ndarray:
 
 
 def _set_filter(table: np.ndarray, blocks: int, records: np.ndarray) -> None:
-    """Sets the bits of ``records`` in the filter ``table`` (a chunk's keys span a range of blocks:
-    set in a bit array of that range, then packed and or-ed in)."""
-    if not blocks or not len(records):
-        return
-    numbers = _filter_block(records["hi"], blocks).astype(np.int64)
-    first, last = int(numbers.min()), int(numbers.max())
-    bits = np.zeros((last - first + 1) * FILTER_BLOCK * 8, bool)
-    bits[
-        (
-            (numbers - first)[:, None] * (FILTER_BLOCK * 8) + _filter_probes(records["lo"]).astype(np.int64)
-        ).ravel()
-    ] = True
-    table[first * FILTER_BLOCK : (last + 1) * FILTER_BLOCK] |= np.packbits(bits, bitorder="little")
+    """Sets the bits of ``records`` (sorted by key) in the filter ``table``: a chunk of keys spans a
+    range of blocks, set in a bit array of that range, then packed and or-ed in."""
+    for start in range(0, len(records) if blocks else 0, FILTER_CHUNK):
+        chunk = records[start : start + FILTER_CHUNK]
+        numbers = _filter_block(chunk["hi"], blocks).astype(np.int64)
+        first, last = int(numbers.min()), int(numbers.max())
+        bits = np.zeros((last - first + 1) * FILTER_BLOCK * 8, bool)
+        probes = _filter_probes(chunk["lo"]).astype(np.int64)
+        bits[((numbers - first)[:, None] * (FILTER_BLOCK * 8) + probes).ravel()] = True
+        table[first * FILTER_BLOCK : (last + 1) * FILTER_BLOCK] |= np.packbits(bits, bitorder="little")
 
 
 def _spans(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
