@@ -154,6 +154,32 @@ def test_queries(settings: Settings, sql: str, rows: list[dict]) -> None:
     assert list(run_query(settings, sql, "duckdb").rows) == rows
 
 
+def test_a_query_opens_only_the_files_of_the_tables_it_names(settings: Settings, monkeypatch) -> None:
+    """On a lake of years, a poll for a table not synced yet (or ``SHOW TABLES``) must not list
+    every partition of every table: the tables it does not name have their columns and no rows."""
+    from eventlake.query import duckdb_engine
+
+    scanned: list[str] = []
+    original = duckdb_engine.table_scan
+
+    def counting(con, storage, spec, index):  # type: ignore[no-untyped-def]
+        scanned.append(spec.name)
+        return original(con, storage, spec, index)
+
+    monkeypatch.setattr(duckdb_engine, "table_scan", counting)
+    with pytest.raises(QueryError, match="track_not_synced_yet"):
+        run_query(settings, "SELECT * FROM web.track_not_synced_yet", "duckdb")
+    columns = run_query(
+        settings,
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'web' "
+        "AND table_name LIKE 'track_order_%' ORDER BY ordinal_position",
+        "duckdb",
+    ).rows
+    assert [r["column_name"] for r in columns][-2:] == ["day", "hr"] and len(columns) > 4
+    assert run_query(settings, "SELECT count(*) AS n FROM web.tracks", "duckdb").rows[0]["n"] > 0
+    assert scanned == ["track_order_completed"]  # the warehouse view's table only
+
+
 def test_errors_are_one_line_query_errors(settings: Settings) -> None:
     with pytest.raises(QueryError) as raised:
         run_query(settings, "SELECT nope FROM web.track_order_completed", "duckdb")

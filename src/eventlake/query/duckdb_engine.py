@@ -173,13 +173,15 @@ def table_scan(con: duckdb.DuckDBPyConnection, storage: Storage, spec: TableSpec
 def tables_named_in(
     sql: str, specs: list[TableSpec], views: Sequence[tuple[str, Views]] = ()
 ) -> list[TableSpec]:
-    """The tables a query can refer to: those whose name appears in it as a word, and those the
-    warehouse views it names read (all of them when none does, for ``SHOW TABLES`` or
-    ``information_schema``). Only their files are opened.
+    """The tables a query can read: those whose name appears in it as a word, and those the
+    warehouse views it names read. Only their files are opened (the others are defined with their
+    columns and no rows: ``SHOW TABLES`` and ``information_schema`` see every table).
 
     >>> specs = [TableSpec("web", n, (), (), "/l") for n in ("page", "identify")]
     >>> [s.name for s in tables_named_in("SELECT count(*) FROM web.page", specs)]
     ['page']
+    >>> tables_named_in("SELECT * FROM web.not_yet_synced", specs)
+    []
     """
     words = {w.lower() for w in _WORD.findall(sql)}
     wanted = {(s.database, s.name) for s in specs if s.name.lower() in words}
@@ -187,15 +189,14 @@ def tables_named_in(
         for view in found.views:
             if view.name.lower() in words:
                 wanted.update((database, select.table) for select in view.selects)
-    named = [s for s in specs if (s.database, s.name) in wanted]
-    return named or specs
+    return [s for s in specs if (s.database, s.name) in wanted]
 
 
 def connect(
     settings: Settings, sql: str, scratch: Path, *, read_only: bool = False
 ) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB in UTC with a view per lake table named in ``sql`` (every table when
-    ``sql`` is empty), in a schema per database; ``scratch``: a folder for copies of an object
+    """An in-memory DuckDB in UTC with a view per lake table (over its files when ``sql`` names it,
+    or every table when ``sql`` is empty: :func:`define_lake`), in a schema per database; ``scratch``: a folder for copies of an object
     store's JSON tables, kept while the connection is used.
 
     Each source's warehouse views (``tracks``, ``pages``, ``users``, one per event: see
@@ -233,22 +234,25 @@ def define_lake(
     con: duckdb.DuckDBPyConnection, settings: Settings, specs: list[TableSpec], sql: str, scratch: Path
 ) -> list[str]:
     """Create, in ``con``, a schema per database of ``specs`` (:func:`lake_tables`) with a view per
-    table named in ``sql`` (every table when ``sql`` is empty) and the warehouse views over them;
-    the views' names."""
+    table, over its files when ``sql`` reads it (:func:`tables_named_in`; every table when ``sql``
+    is empty), else with its columns and no rows (a query's cost does not grow with the tables it
+    does not read), and the warehouse views over them; the views' names."""
     storage = settings.lake.storage()
     views = database_views(specs)
     for database in sorted({s.database for s in specs}):
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(database)}")
-    opened = tables_named_in(sql, specs, views) if sql else specs
+    opened = {(s.database, s.name) for s in (tables_named_in(sql, specs, views) if sql else specs)}
     made = []
-    for index, spec in enumerate(opened):
-        if spec.format == "json":
+    for index, spec in enumerate(specs):
+        if (spec.database, spec.name) not in opened:  # a query that does not read it: no listing
+            con.execute(view_sql(spec, None))
+        elif spec.format == "json":
             con.execute(view_sql(spec, json_scan(storage, spec, scratch)))
         else:
             con.execute(view_sql(spec, table_scan(con, storage, spec, index)))
         made.append(spec.qualified)
-    have = {(s.database, s.name) for s in opened}
-    for database, found in views:  # the warehouse views whose tables are open
+    have = {(s.database, s.name) for s in specs}
+    for database, found in views:  # the warehouse views over the tables
         for view in found.views:
             if all((database, select.table) in have for select in view.selects):
                 select = warehouse_sql(view, database, ident, duckdb_type)
