@@ -238,17 +238,17 @@ class KeyFile:
 def open_keys(storage: Storage, info: FileInfo) -> KeyFile:
     """The trailer of a key file (:class:`IndexFileError` when the file is not whole)."""
     [tail] = storage.read_ranges(info.path, [(max(0, info.size - TRAILER.size), TRAILER.size)])
-    blocks, whole = 0, False
-    if len(tail) == TRAILER.size and tail[-8:] == MAGIC:
-        magic, bits, count, least, most, blocks, _ = TRAILER.unpack(tail)
-        whole = magic == MAGIC and bits <= 32
-    elif len(tail) >= TRAILER_V1.size and tail[-8:] == MAGIC_V1:
-        magic, bits, count, least, most, _ = TRAILER_V1.unpack(tail[-TRAILER_V1.size :])
-        whole = magic == MAGIC_V1 and bits <= 32
     if len(tail) < TRAILER_V1.size:
         raise IndexFileError(f"{info.path}: not a dedupe key file ({info.size} bytes)")
-    trailer = TRAILER.size if blocks or tail[-8:] == MAGIC else TRAILER_V1.size
-    expected = count * RECORD.itemsize + (2**bits + 1) * 8 + blocks * FILTER_BLOCK + trailer if whole else -1
+    expected, blocks = -1, 0
+    if tail[-8:] == MAGIC and len(tail) == TRAILER.size:
+        magic, bits, count, least, most, blocks, _ = TRAILER.unpack(tail)
+        ends = TRAILER.size
+    else:  # a file written before the filter (or not a whole file: refused below)
+        magic, bits, count, least, most, _ = TRAILER_V1.unpack(tail[-TRAILER_V1.size :])
+        ends = TRAILER_V1.size
+    if magic == tail[-8:] and magic in (MAGIC, MAGIC_V1) and bits <= 32:
+        expected = count * RECORD.itemsize + (2**bits + 1) * 8 + blocks * FILTER_BLOCK + ends
     if expected != info.size:
         raise IndexFileError(
             f"{info.path}: not a whole dedupe key file ({info.size} bytes): "
