@@ -173,6 +173,32 @@ def test_without_batch_get_partition_permission_every_partition_is_created() -> 
     stubber.assert_no_pending_responses()
 
 
+def test_without_batch_update_partition_permission_partitions_move_one_call_each() -> None:
+    """A policy from before BatchUpdatePartition (glue:UpdatePartition only): asked once, then a
+    partition at a time, as before."""
+    glue, stubber = _stubbed("batch_update_partition", "AccessDeniedException")
+    stubber.deactivate()
+    stubber = Stubber(glue.client)  # (the answers in call order: the look-up first)
+    descriptor = {"Location": "s3://bucket/lake/page/day=2026-11-22/hr=07", "Columns": []}
+    found = [
+        {"Values": [d, h], "StorageDescriptor": dict(descriptor)}
+        for d, h in [("2026-11-22", "07"), ("2026-11-22", "08")]
+    ]
+    stubber.add_response("batch_get_partition", {"Partitions": found})
+    stubber.add_client_error(
+        "batch_update_partition", service_error_code="AccessDeniedException", http_status_code=400
+    )
+    stubber.add_response("update_partition", {})
+    stubber.add_response("update_partition", {})
+    stubber.add_response("batch_get_partition", {"Partitions": found[:1]})
+    stubber.add_response("update_partition", {})  # no second BatchUpdatePartition
+    stubber.activate()
+    moves = [(tuple(p["Values"]), p["StorageDescriptor"]["Location"] + "/_v-000001-replay-1") for p in found]
+    assert glue.set_partition_locations("db", "page", ("day", "hr"), moves)
+    assert glue.set_partition_locations("db", "page", ("day", "hr"), moves[:1])
+    stubber.assert_no_pending_responses()
+
+
 @pytest.mark.integration
 def test_json_tables_with_their_own_partition_paths(glue: GlueCatalog, database: str, tmp_path: Path) -> None:
     spec = TableSpec(

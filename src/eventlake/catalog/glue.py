@@ -102,6 +102,8 @@ class GlueCatalog(Catalog):
         self.catalog_id = catalog_id
         # a policy without glue:BatchGetPartition (the README's before it was needed): create all
         self.batch_get_refused = False
+        # a policy without glue:BatchUpdatePartition (the README's before it): one call a partition
+        self.batch_update_refused = False
 
     @classmethod
     def from_settings(cls, catalog: CatalogSettings) -> GlueCatalog:
@@ -414,7 +416,8 @@ class GlueCatalog(Catalog):
         their location yet, with each partition's storage descriptor at its new location (Glue keeps
         a version per update); missing partitions are created there with the table's storage
         descriptor (BatchCreatePartition). A replay of a week moves thousands of partitions: about
-        two calls per hundred instead of two per partition."""
+        two calls per hundred instead of two per partition. Credentials that may not call
+        BatchUpdatePartition (a policy from before it) get UpdatePartition, one call a partition."""
         wanted = dict(moves)
         doing = f"moving {len(wanted)} partitions of {database}.{table} to their version folders"
         found: dict[tuple[str, ...], dict[str, Any]] = {}
@@ -436,7 +439,7 @@ class GlueCatalog(Catalog):
             asked = unprocessed
         else:
             raise GlueError(f"Glue left {len(asked)} partitions of {database}.{table} unread ({doing})")
-        entries = []
+        entries: list[dict[str, Any]] = []
         for values, location in wanted.items():
             partition = found.get(values)
             if partition is None or partition["StorageDescriptor"].get("Location") == location:
@@ -448,11 +451,19 @@ class GlueCatalog(Catalog):
                 partition_input["Parameters"] = partition["Parameters"]
             entries.append({"PartitionValueList": list(values), "PartitionInput": partition_input})
         for start in range(0, len(entries), PARTITION_BATCH):
-            answer = self._call(
-                "batch_update_partition", doing, DatabaseName=database, TableName=table,
-                Entries=entries[start : start + PARTITION_BATCH],
-            )  # fmt: skip
-            self._refuse_errors(answer, doing, "PartitionValueList")
+            chunk = entries[start : start + PARTITION_BATCH]
+            if not self.batch_update_refused:
+                try:
+                    answer = self._call(
+                        "batch_update_partition", doing, DatabaseName=database, TableName=table,
+                        Entries=chunk,
+                    )  # fmt: skip
+                    self._refuse_errors(answer, doing, "PartitionValueList")
+                    continue
+                except PermissionsError:
+                    self.batch_update_refused = True
+            for entry in chunk:
+                self._call("update_partition", doing, DatabaseName=database, TableName=table, **entry)
         missing = [values for values in wanted if values not in found]
         if not missing:
             return True

@@ -196,8 +196,9 @@ def connect(
     settings: Settings, sql: str, scratch: Path, *, read_only: bool = False
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB in UTC with a view per lake table (over its files when ``sql`` names it,
-    or every table when ``sql`` is empty: :func:`define_lake`), in a schema per database; ``scratch``: a folder for copies of an object
-    store's JSON tables, kept while the connection is used.
+    or every table when ``sql`` is empty: :func:`define_lake`), in a schema per database;
+    ``scratch``: a folder for copies of an object store's JSON tables, kept while the connection is
+    used.
 
     Each source's warehouse views (``tracks``, ``pages``, ``users``, one per event: see
     :mod:`eventlake.schema.warehouse`) are defined over its tables, as the catalog has them.

@@ -14,7 +14,7 @@ as a compaction switches a partition (:mod:`eventlake.sync.rewrite`, through a m
    reader, through the catalog or not, sees the per-run files or the merged one. On an object
    store the merged file and the marker go to a version folder inside the day's folder (eventlake's
    readers switch at the marker), then the catalog's partition moves to it in one call (Glue
-   UpdatePartition, Hive ``SET LOCATION``: catalog readers switch); the per-run files are retired
+   BatchUpdatePartition, Hive ``SET LOCATION``: catalog readers switch); the per-run files are retired
    and deleted once ``sync.rewrite_grace_minutes`` passed;
 4. the source's progress (``_state/report-days/<source-id>.json``) moves past the day.
 

@@ -13,7 +13,7 @@ DuckDB) sees the old files or the new ones, and the catalog's location does not 
 store (or a disk that cannot exchange folders) it publishes the new content into a new version
 folder ``_v-<number>-<rewrite>/`` inside the partition folder, with the files the partition keeps
 copied there, then the marker (eventlake's readers switch here), then moves the partition's location
-in the catalog to the version folder in one call (Glue UpdatePartition, Hive ``ALTER TABLE ...
+in the catalog to the version folder in one change (Glue BatchUpdatePartition, Hive ``ALTER TABLE ...
 PARTITION ... SET LOCATION``: readers through the catalog switch here). The old files stay for
 ``sync.rewrite_grace_minutes`` (recorded in ``_state/retired/<source-id>/``), for queries still
 reading them.
