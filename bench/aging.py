@@ -19,7 +19,7 @@ layout functions of ``eventlake.layout``:
 
 Then it measures warm micro-batches of ``--batch`` new messages (one archive file in today's
 folder, synced by ``eventlake.sync.run_sync``): a warm-up batch, not counted, then ``--runs``
-batches: the median wall time, the ledger/listing step's time (``SourceSync._new_files``) and the
+batches: the median wall time, the ledger/listing step's time (``selection.NewFiles.files``) and the
 storage requests by kind. On S3 every request moto served is counted from its request log (the
 driver's and Spark's Python workers' alike); on the local lake the driver's calls of the storage
 (``LocalStorage`` methods; Spark's workers read archive files by path and are not counted).
@@ -466,22 +466,23 @@ class Context:
         self._instrument()
 
     def _instrument(self) -> None:
-        from eventlake.sync.job import SourceSync
+        """Times the listing step: the sync's ``NewFiles.files`` (ledger, open days, checkpoint)."""
+        from eventlake.sync.selection import NewFiles
 
-        original, ctx = SourceSync._new_files, self
+        original, ctx = NewFiles.files, self
         ctx.step: dict[str, Any] = {}
 
-        def timed(job: Any) -> Any:
+        def timed(selection: Any, run: Any) -> Any:
             before = ctx.counter.snapshot()
             started = time.monotonic()
-            found = original(job)
+            found = original(selection, run)
             ctx.step = {
                 "seconds": time.monotonic() - started,
                 "requests": delta(ctx.counter.snapshot(), before),
             }
             return found
 
-        SourceSync._new_files = timed
+        NewFiles.files = timed  # type: ignore[method-assign]
 
     def stop(self) -> None:
         spark = getattr(self, "spark", None)
