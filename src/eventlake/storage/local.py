@@ -160,8 +160,8 @@ class LocalStorage(Storage):
         with ``scandir``, one ``stat`` a file (``Path.glob`` stats each twice: a day of the archive,
         17,280 files, took twice as long)."""
         sizes: dict[str, int] = {}
-        _walk(os.fspath(on_disk(folder)), "", pattern.split("/"), sizes)
         base = on_disk(folder)
+        _walk(os.fspath(base), "", pattern.split("/"), sizes)
         return [FileInfo(base / name, sizes[name]) for name in sorted(sizes, key=lambda n: n.split("/"))]
 
     def delete(self, path: Location) -> None:
