@@ -520,6 +520,11 @@ def closed_day_file(lake: Location, source_id: str, day_ms: int) -> Location:
     return state_dir(lake, "ledger-days", source_id) / f"{day_ms}.json"
 
 
+def archive_expired_file(lake: Location, source_id: str) -> Location:
+    """The newest archive day retention deleted: ``_state/archive-expired/<source-id>.json``."""
+    return lake / DATA / "_state" / "archive-expired" / f"{source_id}.json"
+
+
 def reopened_days_dir(lake: Location, source_id: str) -> Location:
     """Markers of archive days written after they may have been closed: ``_state/reopened/<source-id>``."""
     return state_dir(lake, "reopened", source_id)
