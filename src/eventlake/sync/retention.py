@@ -3,6 +3,8 @@
 - **Archive** (``retention.archive_days``): a file of ``segment-logs/<source-id>/<day-ms>/`` goes
   once its received day ended more than ``archive_days`` ago **and** the ledger says it is in the
   lake; an older file that is not synced yet stays (and is counted) until a sync has read it.
+  The newest day deleted is recorded first (:func:`eventlake.archive.days.expire_days_through`):
+  ``eventlake import`` of the same archive again skips the days up to it.
 - **Tables** (``retention.table_days``): a partition of a source's event tables goes once the hour
   (or day) it holds ended more than ``table_days`` ago: first out of the catalog (Spark stops
   reading it), then its folder (DuckDB, which lists folders, stops seeing it). Killed in between, a
@@ -27,6 +29,7 @@ from typing import Any
 
 from eventlake import layout, partitions
 from eventlake.archive import ArchiveFile, list_archive_files
+from eventlake.archive.days import expire_days_through
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
@@ -156,6 +159,8 @@ class SourceRetention:
             if self.dry_run:
                 continue
             self.check()
+            # recorded first: an import of the day again skips it (its messages are not brought back)
+            expire_days_through(self.storage, self.lake, self.source.id, day_ms)
             for f in files:
                 self.storage.delete(f.path)
             if len(files) == sum(1 for f in old if f.day_ms == day_ms):  # the whole day went
