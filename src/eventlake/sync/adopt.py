@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import orjson
 import pyarrow as pa
@@ -46,7 +46,7 @@ from eventlake.progress import prefixed
 from eventlake.schema import EXISTING_TYPES, is_safe_identifier
 from eventlake.schema.table_names import TRACK, TRACK_TABLE_STYLES, TableNames, folder_segment_type
 from eventlake.storage import FileInfo, Location, Storage, relative_to
-from eventlake.sync.dedupe_index import CLOCK_MARGIN
+from eventlake.sync.cutoffs import ended_before, seed_since
 from eventlake.sync.index_keys import records_of, write_keys
 from eventlake.sync.stage import new_run_id
 from eventlake.sync.state import SyncState
@@ -178,7 +178,7 @@ def plan_adoption(
     earlier = state.table_names(source.table_prefix).adopted
     names = TableNames(prefix, dict(earlier), track_folder="", track_table=style)
     now = now or now_utc()
-    window_start = now - timedelta(days=source.dedupe_window_days) - CLOCK_MARGIN
+    window_start = seed_since(now, source.dedupe_window_days)
     keys = layout.partition_columns(source.date_partition)
     tables = []
     for folder, partitions in sorted(folders.items()):
@@ -201,7 +201,8 @@ def plan_adoption(
         done, seeded = progress.registered.get(folder, set()), progress.seeded.get(folder, set())
         recent = [
             p for p in sorted(partitions)
-            if (period := layout.partition_period(keys, p)) is None or period[1] > window_start
+            if (period := layout.partition_period(keys, p)) is None
+            or not ended_before(period[1], window_start)
         ]  # fmt: skip
         tables.append(
             AdoptedTable(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from eventlake import layout
 from eventlake.storage import FileInfo, Location, Storage
+from eventlake.sync.cutoffs import index_day_over
 from eventlake.sync.dedupe_index import INDEX_ARROW, LEGACY_SUFFIX, index_listing, runs_by_day
 from eventlake.sync.index_keys import (
     RECORD,
@@ -45,7 +46,6 @@ from eventlake.sync.index_keys import (
 MERGE_RECORDS = 4_000_000  # a merge step holds about this many records (24 bytes each)
 LEGACY_ROWS = 500_000  # a Parquet file of a lake written before key files is read this many rows at a time
 TIER = 2  # an open day's files are merged while each is at most TIER times the smaller ones together
-DAY_OVER = timedelta(hours=1)  # a day's runs have ended this long after its end: merge it whole
 
 
 def merge_index(
@@ -63,8 +63,7 @@ def merge_index(
             check()
             converted = [made for info in legacy for made in convert(storage, info)]
             infos = [info for info in infos if info not in legacy] + converted
-        over = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=timezone.utc) + timedelta(days=1) + DAY_OVER
-        chosen = choose([open_keys(storage, info) for info in infos], whole=now >= over)
+        chosen = choose([open_keys(storage, info) for info in infos], whole=index_day_over(day, now))
         if len(chosen) > 1:
             check()
             merge(storage, chosen, {info.path.name for info in infos}, infos)

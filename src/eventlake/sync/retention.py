@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from eventlake import layout, partitions
@@ -37,13 +37,17 @@ from eventlake.errors import UsageError
 from eventlake.progress import Say, prefixed, say
 from eventlake.storage import Storage, to_location
 from eventlake.sync.commit import CatalogOnce
-from eventlake.sync.dedupe_index import CLOCK_MARGIN, index_days_before
+from eventlake.sync.cutoffs import (
+    archive_day_ended_before,
+    ended_before,
+    index_expired_before,
+    retention_cutoff,
+)
+from eventlake.sync.dedupe_index import index_days_before
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.runner import Hold, error_text, run_source
 from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc
-
-DAY_MS = layout.DAY_MS
 
 
 @dataclass(frozen=True)
@@ -117,10 +121,10 @@ class SourceRetention:
         self.check = hold.check
         retention, result, now = self.settings.retention, self.result, self.now
         if retention.archive_days:
-            self.archive(now - timedelta(days=retention.archive_days), result)
-            self.dedupe_index(now - timedelta(days=retention.archive_days), result)
+            self.archive(retention_cutoff(now, retention.archive_days), result)
+            self.dedupe_index(retention_cutoff(now, retention.archive_days), result)
         if retention.table_days:
-            self.tables(now - timedelta(days=retention.table_days), result)
+            self.tables(retention_cutoff(now, retention.table_days), result)
         if not result.expired:
             result.status = Status.NOTHING
         return result
@@ -132,11 +136,10 @@ class SourceRetention:
 
     def archive(self, cutoff: datetime, result: RetentionResult) -> None:
         """Delete the synced archive files of the received days that ended before ``cutoff``."""
-        cutoff_ms = int(cutoff.timestamp() * 1000)
         old = [
             f
             for f in list_archive_files(self.storage, self.lake, self.source.id)
-            if f.day_ms + DAY_MS <= cutoff_ms
+            if archive_day_ended_before(f.day_ms, cutoff)
         ]
         if not old:
             return
@@ -170,7 +173,7 @@ class SourceRetention:
     def dedupe_index(self, cutoff: datetime, result: RetentionResult) -> None:
         """Delete the dedupe index's files that no sync or replay of the archive kept after
         ``cutoff`` can need (see the module's docstring), a UTC day of runs at a time."""
-        before = cutoff - timedelta(days=self.source.dedupe_window_days) - CLOCK_MARGIN
+        before = index_expired_before(cutoff, self.source.dedupe_window_days)
         index = layout.dedupe_index_dir(self.lake, self.source.id)
         for day, infos in sorted(index_days_before(self.storage, index, before).items()):
             result.expired.append(
@@ -225,4 +228,4 @@ class SourceRetention:
 
 def _ended_before(keys: tuple[str, ...], values: tuple[str, ...], cutoff: datetime) -> bool:
     period = layout.partition_period(keys, values)
-    return period is not None and period[1] <= cutoff
+    return period is not None and ended_before(period[1], cutoff)
