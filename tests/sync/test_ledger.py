@@ -350,3 +350,26 @@ def test_a_day_whose_copy_runs_for_hours_is_marked_again(
         synced.extend(sync(ledger, wall.ms + 60_000 + n * MARKER_AGE_MS, f"after-{n}"))
     assert len(synced) == 4 and len(set(synced)) == 4
     assert not list(layout.reopened_days_dir(lake, SOURCE).glob("*.json"))
+
+
+def test_rerunning_an_import_finds_what_an_earlier_run_wrote_into_a_day_closed_without_it(
+    lake: Path, tmp_path: Path, wall
+) -> None:
+    """A file an earlier import wrote into a day that a sync then closed without it (what the
+    import before issue 34's fix left behind): the rerun skips the file (already there) but marks
+    its day, so the next sync lists and syncs it."""
+    from eventlake.archive.importer import import_segment_archive
+
+    now = D0 + 10 * DAY + 3 * HOUR
+    ledger = closed_lake(lake, now)
+    export = export_days(tmp_path, [D0 + DAY], per_day=1)
+    wall.ms = now
+    import_segment_archive(LocalStorage(), export, LocalStorage(), lake, SOURCE)
+    for marker in layout.reopened_days_dir(lake, SOURCE).glob("*.json"):
+        marker.unlink()  # as a sync consumed it before the file was written
+    assert sync(ledger, now + MARKER_AGE_MS, "lost") == []  # hidden: its day is closed
+    wall.ms = now + MARKER_AGE_MS + HOUR
+    again = import_segment_archive(LocalStorage(), export, LocalStorage(), lake, SOURCE)
+    assert (again.files, again.skipped) == (0, 1)
+    [found] = sync(ledger, wall.ms + 60_000, "found")
+    assert found.endswith(".f0.gz") and found in ledger.synced_keys()

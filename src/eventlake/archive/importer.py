@@ -137,6 +137,10 @@ def import_segment_archive(
     # each day is marked as written to again just before each file (and again while the import
     # goes on writing into it), so that a sync lists it even once closed, however long this runs
     marks = DayMarks(lake_storage, lake, source_id, clock)
+    # the days of the files already there are marked once too: a sync lists them again, so a file
+    # an earlier run wrote into a day that was then closed without it is found (a rerun recovers)
+    for day in sorted({f.day_ms for f in files} - {f.day_ms for _, f, _ in todo}):
+        marks.before_write(day)
 
     def copy(job: tuple[int, SegmentFile, Location]) -> tuple[str | None, int]:
         """Read one file, check it, write it whole into the archive: why it was left out (None:
