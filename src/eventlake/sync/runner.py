@@ -7,8 +7,8 @@ interrupted runs forward (:func:`roll_forward`), runs the job, and turns a busy 
 one-source command). A job publishes through :func:`publish`, which checks the lease first: a
 holder that lost it publishes nothing. On an object store the commit is fenced by the lease
 (:mod:`eventlake.storage.lease`): a manifest carries its lease's number and is applied only once
-confirmed under it; :func:`roll_forward` drops a manifest that a holder wrote after losing its lease. :func:`exit_code` is what the CLI exits with for the
-results.
+confirmed under it; :func:`roll_forward` drops a manifest that a holder wrote after losing its
+lease. :func:`exit_code` is what the CLI exits with for the results.
 """
 
 from __future__ import annotations
