@@ -24,8 +24,8 @@ version read: S3, Azure; an ``flock`` and a rename on a local disk).
   (:meth:`check`).
 
 **The commit fence.** A commit manifest carries the number of the lease it was written under. The
-holder writes the manifest, then :meth:`confirm`\\ s it: a compare-and-swap of its lease that
-records the run as confirmed. Only a confirmed manifest is ever applied:
+holder writes the manifest, then confirms it (:meth:`confirm`): a compare-and-swap of its lease
+that records the run as confirmed. Only a confirmed manifest is ever applied:
 
 - by its writer, right after the confirmation succeeded (a failed one: it lost the lease; it
   applies nothing and deletes the manifest);
@@ -36,8 +36,11 @@ records the run as confirmed. Only a confirmed manifest is ever applied:
   never applied. A manifest of the holder's own or a newer number at roll-forward means a newer
   holder exists: the holder has lost the lease.
 
-So a commit is a durable intent from the moment it is confirmed, completed by whoever holds the
-lease next, and nothing written by a holder after another took over is applied. What remains: a
+**The rule** (docs/sync.md says it too): a confirmed manifest is a durable commit intent, completed
+by whoever holds the lease next; a manifest written under an older lease and never confirmed is
+dropped, never applied; a holder that lost its lease applies and writes nothing more (its next
+check, confirmation or renewal fails), so nothing it writes after another took over is applied.
+What remains: a
 holder that stalls for longer than the lease *while applying its own confirmed commit* may finish
 that commit's (idempotent) steps after the next holder completed it; it publishes nothing else.
 Manifests without a number (a local lake's ``flock`` cannot be lost; a version before the fence)
