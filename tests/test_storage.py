@@ -271,6 +271,29 @@ def test_write_new_creates_only_when_nothing_is_there(storage, root):
     assert storage.read(lease) == b"holder-2"
 
 
+def test_write_if_match_replaces_only_the_version_read(storage, root):
+    """The compare-and-swap a lease's renewal, release and takeover stand on: of two writers that
+    read one version, the first replaces it and the second is refused; a deleted file is not
+    brought back. (moto and Azurite both honour If-Match on a put: the S3 and Azure runs of this
+    test fail if a store ignored it.)"""
+    lease = root / "_state" / "lease"
+    storage.write(lease, b"holder-1")
+    data, tag = storage.read_tagged(lease)
+    assert data == b"holder-1"
+    renewed = storage.write_if_match(lease, b"holder-1 renewed", tag)
+    assert renewed is not None and renewed != tag
+    assert storage.write_if_match(lease, b"taken over", tag) is None  # the version read is gone
+    assert storage.read_tagged(lease) == (b"holder-1 renewed", renewed)
+    taken = storage.write_if_match(lease, b"taken over", renewed)
+    assert taken is not None and storage.read(lease) == b"taken over"
+    storage.delete(lease)
+    assert storage.write_if_match(lease, b"brought back", taken) is None
+    assert not storage.exists(lease)
+    assert names(storage, root) == []
+    with pytest.raises(FileNotFoundError):
+        storage.read_tagged(lease)
+
+
 def test_read_ranges_returns_each_range_in_the_order_asked(storage, root, monkeypatch):
     from eventlake.storage import base
 

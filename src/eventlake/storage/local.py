@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import fcntl
 import fnmatch
 import os
 import shutil
@@ -39,6 +40,14 @@ def make_dirs(folder: Path) -> None:
             raise
     # also when another process created it just now: it may not have synced the entry yet
     fsync_dir(folder.parent)
+
+
+CAS_LOCK = ".write-if-match.lock"  # the hidden lock file of a folder's compare-and-swap writes
+
+
+def _tag(stat: os.stat_result) -> str:
+    """A file version's tag: every write is a new file renamed into place (a new inode)."""
+    return f"{stat.st_ino}-{stat.st_mtime_ns}-{stat.st_size}"
 
 
 def temp_path(path: Path) -> Path:
@@ -105,6 +114,43 @@ class LocalStorage(Storage):
             return [os.pread(fd, length, offset) if length > 0 else b"" for offset, length in ranges]
         finally:
             os.close(fd)
+
+    def read_tagged(self, path: Location) -> tuple[bytes, str]:
+        with open(on_disk(path), "rb") as handle:
+            return handle.read(), _tag(os.fstat(handle.fileno()))
+
+    def write_if_match(self, path: Location, data: bytes, tag: str) -> str | None:
+        """Under an exclusive ``flock`` of the folder's hidden lock file (every compare-and-swap
+        in the folder takes it): compare the file's tag, write a temporary (fsynced) and rename it
+        over the file."""
+        path = on_disk(path)
+        if not path.parent.is_dir():
+            return None
+        fd = os.open(path.parent / CAS_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if _tag(path.stat()) != tag:
+                    return None
+            except FileNotFoundError:
+                return None
+            handle_fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temp = Path(name)
+            try:
+                with os.fdopen(handle_fd, "wb") as handle:
+                    os.fchmod(handle.fileno(), 0o644)
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                    written = _tag(os.fstat(handle.fileno()))  # a rename keeps the inode and mtime
+                os.replace(temp, path)
+            except BaseException:
+                temp.unlink(missing_ok=True)
+                raise
+            fsync_dir(path.parent)
+            return written
+        finally:
+            os.close(fd)  # releases the flock
 
     def write(self, path: Location, data: bytes, *, private: bool = False) -> None:
         with self.open_write(path, mode=0o600 if private else 0o644) as handle:

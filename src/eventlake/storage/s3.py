@@ -9,6 +9,9 @@ Guarantees, as the interface asks:
   is durable when S3 answers. ``open_write`` buffers into a spooled temporary file (memory, then
   disk) and puts only when the ``with`` block ends without an error (so one object is at most
   5 GB, S3's limit for a single put).
+- ``write_if_match`` is a conditional put (``If-Match: <ETag>``): S3 answers 412 when the object
+  was rewritten, 404 when it is gone (AWS S3 honours ``If-Match`` on ``PutObject`` since
+  November 2024; a store that ignores the header would replace unconditionally).
 - ``publish`` is ``CopyObject`` then ``DeleteObject`` of the staged key; a crash between the two
   leaves both, and the rerun copies again (the same bytes) and returns True. ``publish_many``
   copies ``base.BATCH_THREADS`` at once, then deletes the staged keys with ``DeleteObjects``
@@ -189,6 +192,37 @@ class S3Storage(Storage):
         where = _object(path)
         with _refusals("PutObject", where):
             self.client.put_object(Bucket=where.authority, Key=where.key, Body=data)
+
+    def read_tagged(self, path: Location) -> tuple[bytes, str]:
+        where = _object(path)
+        try:
+            with _refusals("GetObject", where):
+                response = self.client.get_object(Bucket=where.authority, Key=where.key)
+        except self.client.exceptions.ClientError as error:
+            if _not_found(error):
+                raise FileNotFoundError(str(where)) from None
+            raise
+        return cast(bytes, response["Body"].read()), str(response["ETag"])
+
+    def write_if_match(self, path: Location, data: bytes, tag: str) -> str | None:
+        """A conditional put (``If-Match: <tag>``): 412 when the object was rewritten, 404 when it
+        is gone (None); a 409 (a concurrent conditional request on the key) is retried."""
+        where = _object(path)
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                with _refusals("PutObject", where):
+                    response = self.client.put_object(
+                        Bucket=where.authority, Key=where.key, Body=data, IfMatch=tag
+                    )
+            except self.client.exceptions.ClientError as error:
+                if _error_code(error) == "PreconditionFailed" or _status(error) == 412 or _not_found(error):
+                    return None
+                if _status(error) != 409 or attempt == CONFLICT_RETRIES:
+                    raise
+                time.sleep(0.05 * 2**attempt)
+            else:
+                return str(response["ETag"])
+        raise AssertionError("unreachable")
 
     def write_new(self, path: Location, data: bytes) -> bool:
         """A conditional put (``If-None-Match: *``): S3 answers 412 when the key exists, and 409

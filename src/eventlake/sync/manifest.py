@@ -147,7 +147,10 @@ class PartitionRewrite:
 class Manifest:
     """One run's commit: the archive files it covers, the staged files to publish (``(staged,
     final)`` paths), the tables to register, its report, the staging folder to drop, and the
-    partitions it rewrites (a compaction's only content)."""
+    partitions it rewrites (a compaction's only content). ``lease``: the number of the source's
+    lease it was written under (0: a local lake, whose ``flock`` cannot be lost, or a manifest of a
+    version before the commit fence); see :mod:`eventlake.storage.lease` for when a manifest of
+    an older lease is applied and when it is dropped."""
 
     run_id: str
     source_id: str
@@ -158,6 +161,7 @@ class Manifest:
     report: tuple[dict[str, Any], ...]
     stage: str
     rewrites: tuple[PartitionRewrite, ...] = ()
+    lease: int = 0
 
     def to_json(self) -> bytes:
         document = {
@@ -170,6 +174,7 @@ class Manifest:
             "report": list(self.report),
             "stage": self.stage,
             "rewrites": [r.to_dict() for r in self.rewrites],
+            "lease": self.lease,
         }
         return orjson.dumps(document, option=orjson.OPT_INDENT_2)
 
@@ -186,4 +191,5 @@ class Manifest:
             tuple(document["report"]),
             document["stage"],
             tuple(PartitionRewrite.from_dict(r) for r in document.get("rewrites", ())),
+            int(document.get("lease", 0)),
         )
