@@ -515,6 +515,18 @@ def sync_health_file(lake: Location, source_id: str) -> Location:
     return lake / DATA / "_state" / "sync-health" / f"{source_id}.json"
 
 
+def damaged_files_file(lake: Location, source_id: str) -> Location:
+    """The source's damaged archive files, quarantined by name (never read again unless a retry is
+    asked): ``_state/damaged/<source-id>.json`` (see sync/damaged.py)."""
+    return lake / DATA / "_state" / "damaged" / f"{source_id}.json"
+
+
+def damaged_retry_file(lake: Location, source_id: str) -> Location:
+    """When a retry of the source's damaged archive files was last asked (``eventlake sync
+    --rescan``): ``_state/damaged-retry/<source-id>.json``."""
+    return lake / DATA / "_state" / "damaged-retry" / f"{source_id}.json"
+
+
 def closed_day_file(lake: Location, source_id: str, day_ms: int) -> Location:
     """A closed received day's synced archive files: ``_state/ledger-days/<source-id>/<day-ms>.json``."""
     return state_dir(lake, "ledger-days", source_id) / f"{day_ms}.json"

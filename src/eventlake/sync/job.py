@@ -26,6 +26,7 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say, prefixed
 from eventlake.storage import Storage, to_location
 from eventlake.storage.lease import LeaseLostError
+from eventlake.sync.damaged import DamagedFile
 from eventlake.sync.dedupe import dedupe
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
 from eventlake.sync.plan import TablePlan, count_parsed, observe, plan_tables
@@ -145,7 +146,13 @@ class SourceSync:
         lines = files_frame(self.spark, [f.path for f in files], sizes=[f.size for f in files])
         parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed")
         parsed = self.selection.rows(parsed)
-        totals, shapes = count_parsed(parsed)
+        counted = count_parsed(parsed)
+        totals, shapes = counted.totals, counted.shapes
+        damaged = _damaged(files, counted.damaged)
+        if damaged:
+            self.selection.on_damaged(self, damaged)  # a replay refuses
+            for found in damaged:
+                self.say(found.describe())
         valid, first_received = totals.get((True, False), (0, None))
         invalid = totals.get((False, False), (0, None))[0]
         blocked_users = totals.get((False, True), (0, None))[0]
@@ -183,13 +190,14 @@ class SourceSync:
         blocked_messages = sum(observed.counts.get(segment_type, 0) for segment_type in plan.blocked)
         tables = [self._table(table, stage, staged) for table in plan.tables.values()]
         result = SyncResult(
-            self.source.slug, self.source.id, stage.run_id, Status.SUCCESS, start, now_utc(),
+            self.source.slug, self.source.id, stage.run_id, Status.PARTIAL if damaged else Status.SUCCESS,
+            start, now_utc(),
             tables=tuple(t for t, _ in tables), input_files=len(files), bytes_in=sum(f.size for f in files),
             input_messages=valid + invalid + blocked_users, duplicates_dropped=dropped,
             rejected_messages=invalid + blocked_messages, suppressed=blocked_users,
             rejected_values=sum(f.rows for f in staged if f.kind == VALUES), notices=plan.notices,
             blocked=tuple(BlockedTable(self.database, t, plan.notices[0]) for t in plan.blocked.values()),
-            replay_from=window and window[0], replay_to=window and window[1],
+            replay_from=window and window[0], replay_to=window and window[1], damaged=damaged,
         )  # fmt: skip
         return self._manifest(result, stage, files, staged, [entry for _, entry in tables]), result
 
@@ -212,6 +220,8 @@ class SourceSync:
             report_path=str(report_path(result, self.lake)),
             report=tuple(report_rows(result, self.lake, self.spark.sparkContext.applicationId)),
             stage=str(stage.root),
+            damaged=tuple((d.key, d.problem) for d in result.damaged),
+            cleared=commit.cleared,
         )
 
     def _moves(self, stage: RunStage, staged: list[StagedFile]) -> list[tuple[str, str]]:
@@ -275,6 +285,11 @@ class SourceSync:
         )  # fmt: skip
         change = CREATE if table.is_new else ADD_COLUMNS if new else NONE
         return result, TableEntry(spec, tuple(parts), change)
+
+
+def _damaged(files: Sequence[ArchiveFile], found: dict[str, str]) -> tuple[DamagedFile, ...]:
+    """The run's archive files its workers found damaged (``found``: location -> problem)."""
+    return tuple(DamagedFile(f.key, found[str(f.path)]) for f in files if str(f.path) in found)
 
 
 def _check_written(

@@ -162,6 +162,10 @@ class Manifest:
     stage: str
     rewrites: tuple[PartitionRewrite, ...] = ()
     lease: int = 0
+    # archive files found damaged (key, problem), and the keys that leave the damaged list (read
+    # again by a retry, or gone): see eventlake.sync.damaged
+    damaged: tuple[tuple[str, str], ...] = ()
+    cleared: tuple[str, ...] = ()
 
     def to_json(self) -> bytes:
         document = {
@@ -175,6 +179,8 @@ class Manifest:
             "stage": self.stage,
             "rewrites": [r.to_dict() for r in self.rewrites],
             "lease": self.lease,
+            "damaged": [list(d) for d in self.damaged],
+            "cleared": list(self.cleared),
         }
         return orjson.dumps(document, option=orjson.OPT_INDENT_2)
 
@@ -192,4 +198,6 @@ class Manifest:
             document["stage"],
             tuple(PartitionRewrite.from_dict(r) for r in document.get("rewrites", ())),
             int(document.get("lease", 0)),
+            tuple((key, problem) for key, problem in document.get("damaged", ())),
+            tuple(document.get("cleared", ())),
         )

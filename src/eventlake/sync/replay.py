@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from eventlake import layout, partitions
-from eventlake.archive import ArchiveFile, list_archive_files
+from eventlake.archive import ArchiveFile, DamagedArchiveFileError, list_archive_files
 from eventlake.archive.days import list_archive_days
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import is_under, read_schema_files, source_tables
@@ -48,6 +48,7 @@ from eventlake.progress import Say, say
 from eventlake.schema.table_names import TableNames
 from eventlake.storage import FileInfo, Location, Storage, to_location
 from eventlake.sync.adopt import Progress
+from eventlake.sync.damaged import DamagedFile, read_damaged
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table
@@ -152,7 +153,8 @@ class Replay:
             )]  # fmt: skip
             self.segment_types = self.wanted.segment_types(run.names, known)
         refuse_adopted(run.storage, run.lake, run.source, run.names, start, end, self.segment_types)
-        return files
+        damaged = read_damaged(run.storage, run.lake, run.source.id)  # quarantined: in no partition
+        return [f for f in files if f.key not in damaged]
 
     def _bounds(self) -> tuple[datetime, datetime]:
         if self.range is None:
@@ -189,6 +191,17 @@ class Replay:
             self.segment_types, run.database,
         )  # fmt: skip
         return Commit((), tuple(moves), tuple(rewrites))
+
+    def on_damaged(self, run: Run, damaged: Sequence[DamagedFile]) -> None:
+        """A replay replaces its range's partitions whole, and these files were synced whole
+        before (the quarantined ones are not read): without their messages it would drop them
+        from the lake, so it refuses."""
+        raise DamagedArchiveFileError(
+            ", ".join(d.key for d in damaged),
+            "; ".join(sorted({d.problem for d in damaged}))
+            + "; a replay would drop their messages from the lake, so it did not run",
+            then="run the replay again",
+        )
 
 
 def run_replay(
