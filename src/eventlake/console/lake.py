@@ -40,6 +40,7 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.partitions import report_day_files
 from eventlake.storage import Location, relative_to
 from eventlake.storage.local import write_atomic
+from eventlake.sync.damaged import DamagedFile, read_damaged
 from eventlake.sync.health import read_health
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
@@ -91,6 +92,7 @@ class Run:
     replay: bool
     tables: tuple[TableRun, ...]
     day: str  # the UTC day it started (the report's partition)
+    damaged: tuple[tuple[str, str], ...] = ()  # archive files found damaged (key, problem): quarantined
 
     @property
     def duration_s(self) -> float:
@@ -133,6 +135,7 @@ def run_from_rows(rows: list[dict[str, Any]], slugs: dict[str, str]) -> Run | No
         head.get("rejected_values") or 0, head.get("suppressed") or 0, head.get("input_files") or 0,
         head.get("bytes_in") or 0, head.get("error") or "", head.get("error_code") or "",
         tuple(head.get("notices") or ()), bool(head.get("replay")), tables, start.strftime("%Y-%m-%d"),
+        tuple((d["file"], d.get("problem") or "") for d in head.get("damaged_files") or ()),
     )  # fmt: skip
 
 
@@ -243,6 +246,7 @@ class SourceHealth:
     oldest_unqueryable: datetime | None = None  # the oldest message not synced yet (None: none)
     unsynced_files: int = 0
     failures_in_a_row: int = 0  # the source's sync health file (eventlake.sync.health)
+    damaged: tuple[DamagedFile, ...] = ()  # its archive files quarantined as damaged (eventlake.sync.damaged)
 
     def lag_seconds(self, now: datetime) -> float:
         """How long the oldest message not yet queryable has waited (0: everything is queryable)."""
@@ -426,9 +430,14 @@ class LakeWatch:
             failures = read_health(self.storage, self.settings.lake.root, source.id).failures_in_a_row
         except ValueError:  # damaged: the next sync result writes it anew
             failures = 0
+        try:
+            damaged = tuple(read_damaged(self.storage, self.settings.lake.root, source.id).values())
+        except ValueError:  # of a newer format: said by the sync
+            damaged = ()
         with self._lock:
             health = self._health[source.id]
             health.failures_in_a_row = failures
+            health.damaged = damaged
             health.unsynced_files = len(unsynced)
             health.oldest_unqueryable = min(opened) if opened else None
 
