@@ -40,7 +40,9 @@ def track(n: int, prefix: str) -> dict:
 
 def lake_ids(lake, spark) -> set[str]:
     db = lake.source.database
-    return {r["message_id"] for r in spark.sql(f"SELECT message_id FROM {db}.track_order_completed").collect()}
+    return {
+        r["message_id"] for r in spark.sql(f"SELECT message_id FROM {db}.track_order_completed").collect()
+    }
 
 
 def with_alerts(lake, url: str):
@@ -52,7 +54,8 @@ def with_alerts(lake, url: str):
 
 def test_a_truncated_file_beside_good_ones_is_quarantined_by_name_and_retried_when_asked(lake, spark):
     received = now_utc() - timedelta(days=2)  # a day that ended: the ledger may close it
-    good = [lake.archive([track(n, f"g{f}-") for n in range(20)], received_at=received) for f in (1, 2)]
+    for f in (1, 2):  # two good files
+        lake.archive([track(n, f"g{f}-") for n in range(20)], received_at=received)
     sealed = lake.archive([track(n, "d-") for n in range(20)], received_at=received)
     whole = sealed.read_bytes()
     sealed.write_bytes(whole[: len(whole) // 2])  # an interrupted copy
