@@ -242,10 +242,10 @@ def test_a_real_sync_that_fails_alerts_and_its_recovery_too(lake, spark) -> None
     with webhook_receiver() as (url, hook):
         settings = dataclasses.replace(lake.settings, alerts=AlertsSettings(webhook_url=Secret(url)))
         lake.archive([{"type": "track", "event": "Signed Up", "userId": "u1", "messageId": "m1"}])
-        # a ledger of a newer eventlake: the sync fails (a damaged archive file no longer fails it:
-        # it is quarantined, see tests/sync/test_damaged.py)
-        newer = layout.ledger_checkpoint_file(settings.lake.root, lake.source.id)
-        LocalStorage().write(newer, b'{"format": 99, "closed_through": 0, "open": {}}')
+        # a suppression list that is not JSON: the run reading it fails (a damaged archive file no
+        # longer fails a run: it is quarantined, see tests/sync/test_damaged.py)
+        broken = layout.suppression_file(settings.lake.root, lake.source.id)
+        LocalStorage().write(broken, b"not json")
         results = run_sync(settings, spark=spark)
         assert [r.status for r in results] == ["Failed"]
         notify_results(settings, results, lambda _: None)
@@ -254,7 +254,7 @@ def test_a_real_sync_that_fails_alerts_and_its_recovery_too(lake, spark) -> None
         report = Path(str(report_path(results[0], settings.lake.root)))
         assert orjson.loads(report.read_bytes().splitlines()[0])["status"] == "failed"
 
-        LocalStorage().delete(newer)  # the operator removes it: the next run syncs the rest
+        LocalStorage().delete(broken)  # the operator removes it: the next run syncs the rest
         results = run_sync(settings, spark=spark)
         assert [(r.status, r.rows) for r in results] == [("Success", 1)]
         notify_results(settings, results, lambda _: None)
@@ -267,8 +267,9 @@ def test_eventlake_sync_alerts_and_a_later_process_sends_the_recovery(tmp_path: 
     from tests.scheduler.test_engine import archive
 
     project = make_project(tmp_path / "mylake")
-    newer = layout.ledger_checkpoint_file(project.lake, project.source_id)  # a newer eventlake's: fails
-    LocalStorage().write(newer, b'{"format": 99, "closed_through": 0, "open": {}}')
+    broken = layout.suppression_file(project.lake, project.source_id)  # not JSON: the sync fails
+    LocalStorage().write(broken, b"not json")
+    archive(project, "first", ["m0"], now_utc())
     with webhook_receiver() as (url, hook), smtp_server() as (port, mailbox):
         env = clean_environment() | {
             "EVENTLAKE__ALERTS__WEBHOOK_URL": url,
@@ -284,7 +285,7 @@ def test_eventlake_sync_alerts_and_a_later_process_sends_the_recovery(tmp_path: 
         assert "alerts: web: sync_failed alert (1 in a row) sent by webhook, email" in failed.stderr
         assert [(b["event"], b["failures_in_a_row"]) for b in hook.bodies] == [(FAILED, 1)]
 
-        LocalStorage().delete(newer)
+        LocalStorage().delete(broken)
         archive(project, "good", ["m1", "m2"], now_utc())
         synced = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
         assert synced.returncode == 0, synced.stderr
