@@ -13,7 +13,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from eventlake import layout
-from eventlake.archive.days import day_of, reopen_archive
+from eventlake.archive.day_state import day_of
+from eventlake.archive.days import reopen_archive
 from eventlake.config import load_settings
 from eventlake.console.app import create_console
 from eventlake.console.lake import LakeWatch
