@@ -7,6 +7,7 @@ checked in the local-only tests at the end."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import stat
 import sys
@@ -299,6 +300,23 @@ def test_local_writes_leave_no_temporary_file_in_the_folder(tmp_path):
     assert storage.write_new(folder / "lease", b"1") and not storage.write_new(folder / "lease", b"2")
     assert sorted(p.name for p in folder.iterdir()) == ["lease", "state.json"]
     assert stat.S_IMODE((folder / "lease").stat().st_mode) == 0o644
+
+
+def test_a_local_streamed_write_never_follows_a_link_planted_at_a_temporary_name(tmp_path):
+    """Another user of a shared folder plants a symlink where a writer used to put its temporary
+    (``.<name>.<pid>.tmp``, predictable): the writer must neither write through it nor publish it."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    folder = tmp_path / "lake"
+    folder.mkdir()
+    path = folder / "state.json"
+    planted = folder / f".state.json.{os.getpid()}.tmp"
+    planted.symlink_to(victim)
+    with LocalStorage().open_write(path) as handle:
+        handle.write(b"new")
+    assert victim.read_bytes() == b"keep me"
+    assert not path.is_symlink() and path.read_bytes() == b"new"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
 def test_local_delete_tree_removes_the_folder(tmp_path):
