@@ -80,3 +80,22 @@ def reopen_archive(storage: Storage, lake: Location, source_id: str) -> int:
             storage, lake, source_id, {f.day_ms for f in list_archive_files(storage, lake, source_id)}
         )
     )
+
+
+def listing_is_final(day_ms: int, markers_written: Iterable[int], listed_ms: int) -> bool:
+    """Whether a listing of a day's archive folder taken at ``listed_ms`` shows every file the day
+    will hold until a new reopen marker says otherwise: the day had ended :data:`REOPEN_MARGIN_MS`
+    before, and so had each of its markers been written (what writes into a day that has ended
+    writes a marker first, and its file within the margin). A reader that keeps such a listing
+    lists the day again only when a newer marker comes (the console: see
+    :mod:`eventlake.console.pending`).
+
+    >>> day = 1764028800000
+    >>> listing_is_final(day, [], day + layout.DAY_MS + REOPEN_MARGIN_MS)
+    True
+    >>> listing_is_final(day, [day + 3 * layout.DAY_MS], day + 3 * layout.DAY_MS + 60_000)
+    False
+    """
+    return day_ms + layout.DAY_MS + REOPEN_MARGIN_MS <= listed_ms and all(
+        written + REOPEN_MARGIN_MS <= listed_ms for written in markers_written
+    )
