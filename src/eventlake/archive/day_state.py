@@ -22,7 +22,7 @@ of them compares a day's times itself.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Iterable
 
 from eventlake import layout
 
@@ -107,3 +107,21 @@ def is_expired(day_ms: int, expired_through: int | None) -> bool:
     """Whether retention deleted ``day_ms``'s files (its days up to ``expired_through``): a file of it
     is not imported again."""
     return expired_through is not None and day_ms <= expired_through
+
+
+def listing_is_final(day_ms: int, markers_written: Iterable[int], listed_ms: int) -> bool:
+    """Whether a listing of a day's archive folder taken at ``listed_ms`` shows every file the day
+    will hold until a new reopen marker says otherwise: the day may close (:func:`may_close`) and
+    each of its markers may be consumed (:func:`marker_may_be_consumed`); what writes into a day
+    that has ended writes a marker first. A reader that keeps such a listing lists the day again
+    only when a newer marker comes (the console: see :mod:`eventlake.console.pending`).
+
+    >>> day = 1764028800000
+    >>> listing_is_final(day, [], day + DAY_MS + CLOSE_MARGIN_MS)
+    True
+    >>> listing_is_final(day, [day + 3 * DAY_MS], day + 3 * DAY_MS + 60_000)
+    False
+    """
+    return may_close(day_ms, listed_ms) and all(
+        marker_may_be_consumed(written, listed_ms) for written in markers_written
+    )

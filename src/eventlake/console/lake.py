@@ -6,7 +6,8 @@ never change), a :class:`DaySummary` per source and older day (what the overview
 the history's counts need: a year of ``up`` is about a million runs, which a console must neither
 read at each start nor hold), and per source the oldest message not yet queryable;
 :meth:`LakeWatch.refresh` reads what is new (new report files of the newest days, the ledger's
-checkpoint and newest entries, the open days of the archive, the spool) and is called by the
+checkpoint and newest entries, the open days of the archive that may have changed
+(:mod:`eventlake.console.pending`), the spool) and is called by the
 console's background thread every few seconds. Messages accepted per minute come from the
 collector's ``/metrics``.
 
@@ -37,12 +38,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from eventlake import layout
 from eventlake.config import Settings, SourceSettings
+from eventlake.console.pending import PendingFiles
 from eventlake.partitions import report_day_files
 from eventlake.storage import Location, relative_to
 from eventlake.storage.local import write_atomic
 from eventlake.sync.damaged import DamagedFile, read_damaged
 from eventlake.sync.health import read_health
-from eventlake.sync.ledger import Ledger
 from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
 from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc, parse_timestamp
@@ -272,6 +273,7 @@ class LakeWatch:
         self._old: OrderedDict[str, list[Run]] = OrderedDict()  # older days' runs pages asked for
         self._newest_day: str | None = None  # the newest day holding reports (where refreshes start)
         self._health = {s.id: SourceHealth(s) for s in settings.sources}
+        self._pending: dict[str, PendingFiles] = {}  # each source's unsynced archive files, kept
         self._samples: deque[tuple[float, dict[str, float]]] = deque(maxlen=64)
         self.collector_error = ""
         self.refreshed: datetime | None = None
@@ -414,9 +416,12 @@ class LakeWatch:
         return sorted(days.items(), reverse=True)
 
     def _read_source(self, source: SourceSettings) -> None:
-        ledger = Ledger(self.storage, self.settings.lake.root, source.id)
-        unsynced = ledger.pending(int(time.time() * 1000))  # the open days only: cheap at any age
-        opened = [_utc(layout.segment_opened_ms(f.path.name) or f.day_ms) for f in unsynced]
+        pending = self._pending.get(source.id)
+        if pending is None:
+            pending = PendingFiles(self.storage, self.settings.lake.root, source.id)
+            self._pending[source.id] = pending
+        unsynced = pending.refresh(int(time.time() * 1000))  # a few listings, at any age or gap
+        opened = [_utc(layout.segment_opened_ms(name) or day) for day, name in unsynced]
         spool = layout.spool_source_dir(layout.spool_dir(self.settings.lake.state_dir), source.id)
         if spool.is_dir():
             for segment in spool.iterdir():

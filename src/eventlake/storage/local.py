@@ -50,9 +50,19 @@ def _tag(stat: os.stat_result) -> str:
     return f"{stat.st_ino}-{stat.st_mtime_ns}-{stat.st_size}"
 
 
-def temp_path(path: Path) -> Path:
-    """Where ``path`` is written before its rename: hidden, and unique to the process."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def open_temp(path: Path, mode: int) -> tuple[int, Path]:
+    """A new hidden temporary file beside ``path`` (where it is written before its rename), open
+    for writing, and its path: an unpredictable name created with ``O_EXCL`` (``mkstemp``: a file
+    or symlink someone planted there is never opened or followed), unique between threads too;
+    its permission bits ``mode``."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        os.unlink(name)
+        raise
+    return fd, Path(name)
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -134,11 +144,9 @@ class LocalStorage(Storage):
                     return None
             except FileNotFoundError:
                 return None
-            handle_fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            temp = Path(name)
+            handle_fd, temp = open_temp(path, 0o644)
             try:
                 with os.fdopen(handle_fd, "wb") as handle:
-                    os.fchmod(handle.fileno(), 0o644)
                     handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())
@@ -163,11 +171,9 @@ class LocalStorage(Storage):
         crash, blocking every later caller)."""
         path = on_disk(path)
         make_dirs(path.parent)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        temp = Path(name)  # hidden and unique, even between threads
+        fd, temp = open_temp(path, 0o644)
         try:
             with os.fdopen(fd, "wb") as handle:
-                os.fchmod(handle.fileno(), 0o644)
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -184,8 +190,7 @@ class LocalStorage(Storage):
     def open_write(self, path: Location, mode: int = 0o644) -> Iterator[BinaryIO]:
         path = on_disk(path)
         make_dirs(path.parent)
-        temp = temp_path(path)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        fd, temp = open_temp(path, mode)
         try:
             with os.fdopen(fd, "wb") as handle:
                 yield handle

@@ -11,8 +11,9 @@ Compaction (``eventlake compact``, ``up`` every hour, under the source's lock) c
    day every hour);
 3. they are merged into one file in the folder of the newest run among them, a range of keys at a
    time (the keys whose top bits are the range's number: :func:`.index_keys.records_in`), so the
-   merge holds about :data:`MERGE_RECORDS` records (96 MB) whatever the day's size; then the
-   inputs are deleted.
+   merge holds about :data:`MERGE_RECORDS` records (96 MB) whatever the day's size, streamed
+   through the store's ``open_write`` (on S3 a multipart upload, a part sent as it fills: a busy
+   source's day is over 5 GB, S3's limit for one put); then the inputs are deleted.
 
 Killed at any step, every (id, received time) the index held is still in it: a new file is whole
 (``open_write``) before anything it replaces is deleted; some are there twice until the next merge,
