@@ -225,9 +225,6 @@ def refuse_adopted(
     (SDL's files written after the last adoption, another writer's: :func:`refuse_foreign`): a
     replay rebuilds a partition from eventlake's archive, which does not hold the messages SDL
     synced, so replacing it would lose them."""
-    refuse_foreign(
-        storage, source, range_partitions(storage, lake, source, names, start, end, segment_types), start, end
-    )
     keys = layout.partition_columns(source.date_partition)
     adopted = Progress.read(storage, layout.adoption_file(lake, source.id)).registered
     hit = sorted(
@@ -246,6 +243,9 @@ def refuse_adopted(
             f"they would be lost. Replay the days after them instead: "
             f"--from {(after + timedelta(days=1) if after.hour else after):%Y-%m-%d}"
         )
+    refuse_foreign(
+        storage, source, range_partitions(storage, lake, source, names, start, end, segment_types), start, end
+    )
 
 
 def range_partitions(

@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 
 from eventlake import layout, partitions
 from eventlake.catalog import Catalog, TableSpec
+from eventlake.errors import EventLakeError
 from eventlake.progress import Say
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.base import BATCH_THREADS, in_parallel
@@ -52,6 +53,18 @@ from eventlake.storage.local import fsync_dir
 from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.stage import RunStage, new_run_id
 from eventlake.timestamps import format_timestamp, now_utc, parse_timestamp
+
+
+class RewriteIdError(EventLakeError):
+    """A rewrite's id is in use in a partition folder already: its marker would pass for the new
+    one (the folder emptied), so nothing is staged."""
+
+    def __init__(self, run_id: str, folder: Location) -> None:
+        super().__init__(
+            f"rewrite {run_id} already has a marker in {folder}: nothing was changed; run it again "
+            "(a new run gets a new id)",
+            run_id=run_id, folder=str(folder),
+        )  # fmt: skip
 
 
 class RewriteKind(str, Enum):
@@ -109,6 +122,9 @@ def finish_rewrite(
     The marker records every name listed (``covers``): the new version supersedes them, and a file
     that shows up after is data (see :func:`eventlake.layout.partition_data`); the rewrite retires
     only :func:`retirement`'s names."""
+    marker = layout.compaction_marker_name(run.id)
+    if any(n.rsplit("/", 1)[-1] == marker for n in names):
+        raise RewriteIdError(run.id, folder)
     if data is None:
         data = partitions.partition_files(storage, folder, names)
     replaced = list(replaced)
@@ -117,7 +133,6 @@ def finish_rewrite(
         if older is not None and all(n in replaced for n in names if layout.output_run_id(n) == older):
             replaced.append(name)
     staged = stage.rewrite_folder(folder)
-    marker = layout.compaction_marker_name(run.id)
     kept = [n for n in sorted(data) if n not in replaced]
     version = layout.version_folder_name(layout.next_version_number(names), run.id)
     foreign = partitions.holds_foreign_data(storage, folder, names, data)
