@@ -55,9 +55,9 @@ from eventlake.progress import Say, prefixed, say
 from eventlake.storage import FileInfo, Location, Storage, to_location
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.manifest import Manifest
-from eventlake.sync.rewrite import finish_rewrite, stage_output
+from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite, stage_output
 from eventlake.sync.runner import Hold, error_text, publish, run_source
-from eventlake.sync.stage import RunStage, new_run_id
+from eventlake.sync.stage import RunStage
 from eventlake.sync.state import SyncState
 from eventlake.sync.status import Status
 from eventlake.timestamps import format_timestamp, now_utc
@@ -312,7 +312,7 @@ class SourceErasure:
         self.check()
         self.storage.write(pending, identity.to_json())
         result.linked_anonymous_ids = len(identity.anonymous_ids)
-        result.run_id = new_run_id(started, layout.COMPACT_RUN_PREFIX)  # committed as a rewrite
+        result.run_id = RewriteRun.new(RewriteKind.USER_DELETION, started).id  # names its audit record
         self.catalog = catalog
         for spec in self.tables():  # tables first, the archive (the source of truth) last
             self.table(spec, identity, result)
@@ -392,10 +392,8 @@ class SourceErasure:
     def _commit(
         self, spec: TableSpec, files: list[_Rewritten], quarantine: bool, result: ErasureResult
     ) -> None:
-        stage = RunStage(
-            self.lake, self.source.id, self.source.dir_name, new_run_id(now_utc(), layout.COMPACT_RUN_PREFIX),
-            spec.partition_keys,
-        )  # fmt: skip
+        run = RewriteRun.new(RewriteKind.USER_DELETION)
+        stage = RunStage(self.lake, self.source.id, self.source.dir_name, run.id, spec.partition_keys)
         by_folder: dict[Location, tuple[dict[str, FileInfo], list[tuple[str, Any, int]]]] = {}
         for folder, infos, name, kept, before in files:
             by_folder.setdefault(folder, (infos, []))[1].append((name, kept, before))
@@ -410,10 +408,10 @@ class SourceErasure:
                 else:
                     result.rows_deleted += deleted
                 if kept.num_rows:
-                    output = layout.part_file_name(stage.run_id, index)
+                    output = layout.part_file_name(run.id, index)
                     outputs.append(stage_output(self.storage, stage, folder, output, kept))
             replaced = [name for name, _, _ in changed]
-            rewrites.append(finish_rewrite(self.storage, stage, folder, infos, outputs, replaced, table=spec))
+            rewrites.append(finish_rewrite(self.storage, stage, folder, infos, outputs, replaced, run, spec))
         manifest = Manifest(
             run_id=stage.run_id, source_id=self.source.id, files=(), moves=(), tables=(), report_path="",
             report=(), stage=str(stage.root), rewrites=tuple(rewrites),

@@ -56,8 +56,8 @@ from eventlake.storage import Location, Storage
 from eventlake.sync.commit import apply
 from eventlake.sync.manifest import CHECK, Manifest, PartitionRewrite, TableEntry
 from eventlake.sync.report import REPORT_PARTITION_KEYS, REPORTS_DATABASE, REPORTS_TABLE, reports_table
-from eventlake.sync.rewrite import finish_rewrite
-from eventlake.sync.stage import RunStage, new_run_id
+from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite
+from eventlake.sync.stage import RunStage
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc
 
@@ -102,8 +102,9 @@ def _merge(
     storage: Storage, lake: Location, catalog: Catalog, state: SyncState, source_id: str,
     days: list[str], check: Callable[[], None], now: datetime, upgrade: bool = False,
 ) -> int:  # fmt: skip
-    stage = RunStage(lake, source_id, source_id, new_run_id(now, layout.COMPACT_RUN_PREFIX), ())
-    rewrites = [r for day in days if (r := stage_day(storage, stage, lake, source_id, day)) is not None]
+    run = RewriteRun.new(RewriteKind.REPORT_MERGE, now)
+    stage = RunStage(lake, source_id, source_id, run.id, ())
+    rewrites = [r for day in days if (r := stage_day(storage, stage, run, lake, source_id, day)) is not None]
     if not rewrites:
         storage.delete_tree(stage.root)
         return 0
@@ -123,15 +124,13 @@ def _merge(
 
 
 def stage_day(
-    storage: Storage, stage: RunStage, lake: Location, source_id: str, day: str
+    storage: Storage, stage: RunStage, run: RewriteRun, lake: Location, source_id: str, day: str
 ) -> PartitionRewrite | None:
     """Stage one day's merged reports (the per-run files and an earlier merged file, as readers see
     them) and its marker; None when the day holds no per-run report (merged, or none that day)."""
     folder = layout.report_folder(lake, day, source_id)
     names = partitions.report_folder_names(storage, folder)
-    reports = layout.report_folder_files(
-        names, lambda m: partitions.marker_replaced(storage.read(folder / m))
-    )
+    reports = layout.report_folder_files(names, partitions.read_marker(storage, folder))
     if not any(layout.is_run_report_name(n) for n in reports):
         return None
     staged = stage.rewrite_folder(folder)
@@ -145,9 +144,9 @@ def stage_day(
             continue
         merged.append(data if data.endswith(b"\n") or not data else data + b"\n")
         replaced.append(name)
-    output = layout.merged_report_name(stage.run_id)
+    output = layout.merged_report_name(run.id)
     storage.write(staged / output, b"".join(merged))
-    rewrite = finish_rewrite(storage, stage, folder, names, [output], replaced)
+    rewrite = finish_rewrite(storage, stage, folder, names, [output], replaced, run, data=reports)
     return replace(
         rewrite,
         database=REPORTS_DATABASE,
