@@ -103,3 +103,19 @@ def test_the_archive_is_listed_once_and_read_before_the_lock(lake: Lake, monkeyp
     assert locked.count("list day") in (2, 3)  # today, tomorrow (yesterday until 02:00): may have changed
     text = archived_text(lake)
     assert USER not in text and LINKED not in text and text.count("u-other") == 60
+
+
+def test_a_damaged_archive_file_does_not_stop_users_delete(lake: Lake) -> None:
+    """A damaged archive file is quarantined by a sync (eventlake.sync.damaged) and never stops a
+    source: users delete reads the rest of the archive and erases the user from it."""
+    lake.archive([{"type": "track", "userId": USER, "messageId": "t1", "event": "x"}])
+    good = lake.archive([{"type": "track", "userId": "u-other", "messageId": "o1", "event": "x"}])
+    damaged = good.with_name("test-truncated.gz")
+    whole = gzip.compress(b'{"type":"track","userId":"u-other","messageId":"o2"}\n' * 50)
+    damaged.write_bytes(whole[: len(whole) // 2])  # an interrupted copy
+
+    [result] = delete_user(lake.settings, USER, ["web"], requested_by="dpo", say=quiet)
+
+    assert result.status == "Success", result.error
+    assert result.archive_messages_deleted == 1
+    assert damaged.read_bytes() == whole[: len(whole) // 2]  # left as it is (quarantined by the sync)

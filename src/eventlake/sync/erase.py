@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eventlake import layout, partitions
-from eventlake.archive import SuppressionList, list_archive_files, read_archive_lines
+from eventlake.archive import DamagedArchiveFileError, SuppressionList, list_archive_files, read_archive_lines
 from eventlake.archive.day_state import day_of, listing_is_final
 from eventlake.archive.days import list_archive_day, reopened_days
 from eventlake.catalog import Catalog, TableSpec
@@ -218,11 +218,13 @@ def _messages(
     storage: Storage, paths: Iterable[Location], naming: bytes | None = None
 ) -> Iterator[tuple[Location, dict[str, Any] | bytes]]:
     """Each archive file's messages, by file; with ``naming``, also its lines that are not JSON
-    and hold those bytes (as bytes). A file deleted since it was listed (retention) is skipped."""
+    and hold those bytes (as bytes). A file deleted since it was listed (retention) is skipped, and
+    so is a damaged one (not whole gzip: none of its lines can be read; a sync quarantines it, see
+    :mod:`eventlake.sync.damaged`), so that it never stops a deletion."""
     for path in paths:
         try:
             lines = list(read_archive_lines(storage, path))
-        except FileNotFoundError:
+        except (FileNotFoundError, DamagedArchiveFileError):
             continue
         for line in lines:
             message = _loads(line)
