@@ -19,7 +19,7 @@ from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.storage import LocalStorage
 from eventlake.sync import runner
 from eventlake.sync.erase import delete_user
-from eventlake.timestamps import now_utc
+from eventlake.timestamps import day_start_ms, now_utc
 from tests.conftest import Lake
 
 USER, LINKED = "u-erase", "anon-77"
@@ -119,3 +119,60 @@ def test_a_damaged_archive_file_does_not_stop_users_delete(lake: Lake) -> None:
     assert result.status == "Success", result.error
     assert result.archive_messages_deleted == 1
     assert damaged.read_bytes() == whole[: len(whole) // 2]  # left as it is (quarantined by the sync)
+
+
+def test_a_file_written_while_a_long_scan_read_the_archive_is_found(lake: Lake) -> None:
+    """The archive is read before the lock, for hours on a big archive. A file ``import`` writes into
+    an old day meanwhile is announced by a reopen marker, which a sync consumes two hours later
+    (archive.day_state): by the time the deletion holds the lock, nothing names that day any more;
+    the deletion still finds the file and erases the user from it."""
+    from dataclasses import replace
+
+    from eventlake.archive.days import reopened_days
+    from eventlake.sync import erase
+
+    storage, root, source_id = LocalStorage(), lake.settings.lake.root, lake.source.id
+    old = now_utc() - timedelta(days=20)
+    lake.archive([{"type": "track", "userId": "u-other", "messageId": "o1", "event": "x"}], old)
+    scan = erase.scan_archive(storage, root, source_id, USER, None)
+    scan = replace(scan, listed_ms=scan.listed_ms - 3 * 3_600_000)  # it listed the archive 3 hours ago
+    late = lake.archive(
+        [{"type": "track", "userId": USER, "messageId": "t1", "event": "x"}], old
+    )  # an import
+    for markers in reopened_days(storage, root, source_id).values():  # consumed by a sync since
+        for _, marker in markers:
+            storage.delete(marker)
+
+    caught = erase.catch_up(storage, root, source_id, scan)
+
+    assert late in caught.holding and "t1" in caught.identity.message_ids
+
+
+def test_a_file_announced_before_the_scan_and_written_after_it_is_found(lake: Lake) -> None:
+    """A writer marked an old day half an hour before the scan listed the archive and wrote its file
+    just after; a sync consumed the marker before the deletion took the lock. The scan saw the
+    marker (its day's listing may miss a file): the deletion lists the day again and finds it."""
+    import time
+
+    from eventlake.archive.days import reopen_days, reopened_days
+    from eventlake.sync import erase
+
+    storage, root, source_id = LocalStorage(), lake.settings.lake.root, lake.source.id
+    old = now_utc() - timedelta(days=20)
+    lake.archive([{"type": "track", "userId": "u-other", "messageId": "o1", "event": "x"}], old)
+    for markers in reopened_days(storage, root, source_id).values():  # the old file's: consumed long ago
+        for _, marker in markers:
+            storage.delete(marker)
+    day = day_start_ms(old)
+    reopen_days(storage, root, source_id, [day], now_ms=int(time.time() * 1000) - 30 * 60_000)
+    scan = erase.scan_archive(storage, root, source_id, USER, None)
+    late = layout.archive_file(root, source_id, day, "test-late")
+    line = b'{"type":"track","userId":"%s","messageId":"t1","event":"x"}\n' % USER.encode()
+    storage.write(late, gzip.compress(line))
+    for markers in reopened_days(storage, root, source_id).values():  # consumed by a sync since
+        for _, marker in markers:
+            storage.delete(marker)
+
+    caught = erase.catch_up(storage, root, source_id, scan)
+
+    assert late in caught.holding and "t1" in caught.identity.message_ids

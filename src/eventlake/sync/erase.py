@@ -44,8 +44,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eventlake import layout, partitions
-from eventlake.archive import DamagedArchiveFileError, SuppressionList, list_archive_files, read_archive_lines
-from eventlake.archive.day_state import day_of, listing_is_final
+from eventlake.archive import (
+    ArchiveFile,
+    DamagedArchiveFileError,
+    SuppressionList,
+    list_archive_files,
+    read_archive_lines,
+)
+from eventlake.archive.day_state import MARKER_AGE_MS, day_of, listing_is_final
 from eventlake.archive.days import list_archive_day, reopened_days
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
@@ -140,6 +146,9 @@ class ArchiveScan:
     holding: list[Location]  # the files holding a message of the user (or a line naming them)
     listed_ms: int  # when the archive was listed (before the listing started)
     days: dict[int, frozenset[str]] = field(default_factory=dict)  # day -> the file names read
+    # day -> when its reopen markers were written, as read just before the listing (a sync may
+    # consume one before the lock is taken, while its writer's file came after the listing)
+    markers: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 def scan_archive(
@@ -158,32 +167,39 @@ def scan_archive(
     :func:`catch_up` reads what was written meanwhile) and as the files to rewrite, each read
     again under the lock before it is rewritten."""
     listed_ms = int(time.time() * 1000)
+    markers = {d: tuple(w for w, _ in found) for d, found in reopened_days(storage, lake, source_id).items()}
     files = list_archive_files(storage, lake, source_id)
     days: dict[int, set[str]] = {}
     for f in files:
         days.setdefault(f.day_ms, set()).add(f.path.name)
     found = _find(storage, [f.path for f in files], user_id, earlier)
-    return replace(found, listed_ms=listed_ms, days={d: frozenset(n) for d, n in days.items()})
+    return replace(
+        found, listed_ms=listed_ms, days={d: frozenset(n) for d, n in days.items()}, markers=markers
+    )
 
 
 def catch_up(storage: Storage, lake: Location, source_id: str, scan: ArchiveScan) -> ArchiveScan:
     """``scan`` with the archive files written since it listed the archive (under the source's
     lock): the days whose listing then may have missed a file (the recent days, the days a reopen
-    marker names: :func:`eventlake.archive.day_state.listing_is_final`) are listed again and their new
-    files read."""
-    markers = reopened_days(storage, lake, source_id)
-    today = day_of(scan.listed_ms)
-    recent = {today - layout.DAY_MS, today, today + layout.DAY_MS}
-    stale = sorted(
-        day for day in set(scan.days) | recent | set(markers)
-        if not listing_is_final(day, (written for written, _ in markers.get(day, ())), scan.listed_ms)
-    )  # fmt: skip
-    new = [
-        f.path
-        for day in stale
-        for f in list_archive_day(storage, lake, source_id, day)
-        if f.path.name not in scan.days.get(day, ())
-    ]
+    marker names now or named when the archive was listed:
+    :func:`eventlake.archive.day_state.listing_is_final`) are listed again and their new
+    files read. Once the listing is :data:`~eventlake.archive.day_state.MARKER_AGE_MS` old, a marker
+    written after it may have been consumed by a sync already (its day closed again, nothing names
+    it): then the whole archive is listed again (a listing; only the new files are read)."""
+    if int(time.time() * 1000) - scan.listed_ms >= MARKER_AGE_MS:
+        listed: Iterable[ArchiveFile] = list_archive_files(storage, lake, source_id)
+    else:
+        markers = {d: [w for w, _ in found] for d, found in reopened_days(storage, lake, source_id).items()}
+        for day, written in scan.markers.items():  # those seen at the listing (maybe consumed since)
+            markers.setdefault(day, []).extend(written)
+        today = day_of(scan.listed_ms)
+        recent = {today - layout.DAY_MS, today, today + layout.DAY_MS}
+        stale = sorted(
+            day for day in set(scan.days) | recent | set(markers)
+            if not listing_is_final(day, markers.get(day, ()), scan.listed_ms)
+        )  # fmt: skip
+        listed = (f for day in stale for f in list_archive_day(storage, lake, source_id, day))
+    new = [f.path for f in listed if f.path.name not in scan.days.get(f.day_ms, ())]
     if not new:
         return scan
     found = _find(storage, new, scan.identity.user_id, scan.identity)
