@@ -225,3 +225,50 @@ def test_a_manifest_of_a_newer_lease_at_roll_forward_means_the_lease_was_lost(la
         roll_forward(storage, root, lake.source.id, no_catalog, timedelta(0), [].append, lease=a)
     assert not storage.exists(final) and len(state.pending()) == 1
     a.release()
+
+
+def test_a_reports_merge_is_fenced_by_the_lease_like_any_commit(lake):
+    """Issue 34, defect 4, where the reports' day merge (sync/report_days.py) meets the fence: A's
+    sync checks its lease and stalls before writing the merge's manifest; B takes the lease over.
+    The merge's manifest is confirmed under A's lease like a sync's commit: it fails, A publishes
+    nothing (before, A wrote an unnumbered manifest and applied it under the lost lease)."""
+    from eventlake.sync.report import (
+        SyncResult,
+        TableResult,
+        note_report_day,
+        report_path,
+        report_rows,
+        write_report_rows,
+    )
+    from eventlake.sync.report_days import checkpoint_reports
+    from eventlake.timestamps import now_utc
+
+    root, source_id = lake.settings.lake.root, lake.source.id
+    now = now_utc().replace(hour=12, minute=0, second=0, microsecond=0)
+    yesterday = now - timedelta(days=1)
+    a, b, b_takes_over = two_holders(lake)
+    storage = PendingStalls(b_takes_over)
+    for n in (1, 2):  # yesterday's two runs, each with its report
+        start = yesterday + timedelta(hours=n)
+        table = TableResult("web", "pages", n, False, (), ({"day": f"{start:%Y-%m-%d}"},))
+        result = SyncResult(
+            "web", source_id, f"{start:%Y%m%dT%H%M%S}000Z-{n:04x}", "Success", start,
+            start + timedelta(seconds=5), tables=(table,), input_files=1,
+        )  # fmt: skip
+        rows = report_rows(result, root)
+        write_report_rows(storage, report_path(result, root), rows)
+        note_report_day(storage, root, rows[0]["day"])
+    storage.write(
+        layout.report_days_file(root, source_id),
+        orjson.dumps({"merged_through": f"{now - timedelta(days=2):%Y-%m-%d}"}),
+    )
+    state = SyncState(storage, root, source_id)
+
+    with pytest.raises(LeaseLostError, match="took the lease over"):
+        checkpoint_reports(storage, root, None, state, source_id, [].append, hold=Hold(a), now=now)
+
+    assert state.pending() == []
+    folder = layout.report_folder(root, f"{yesterday:%Y-%m-%d}", source_id)
+    assert not [i for i in storage.list(folder, "**") if layout.marker_run_id(i.path.name)]  # not merged
+    assert roll_forward(storage, root, source_id, no_catalog, timedelta(0), [].append, lease=b) == ()
+    b.release()

@@ -80,7 +80,7 @@ class SourceSync:
         completed = [manifest.report for manifest in self.hold.completed]
         try:  # like the ledger's checkpoint: the run goes on without it, and the next one tries again
             checkpoint_reports(
-                self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, self.hold.check
+                self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, self.hold
             )
         except LeaseLostError:
             raise
