@@ -166,3 +166,30 @@ def test_importing_again_after_retention_brings_no_expired_day_back(
     newer = import_segment_archive(LocalStorage(), export, storage, root, source_id)
     assert (newer.files, newer.expired) == (1, 2)
     assert len(sync(ledger, wall.ms + 2 * MINUTE, "run4")) == 1
+
+
+def test_retention_keeps_a_damaged_archive_file_past_its_horizon(lake: Lake) -> None:
+    """A damaged file counts as read for the ledger (its day closes), but none of its messages is in
+    a table: retention keeps it (and says so) instead of deleting the only copy of them."""
+    from eventlake.sync.damaged import DamagedFile, read_damaged, record_run
+    from tests.sync.test_ledger import sync
+
+    settings = dataclasses.replace(lake.settings, retention=RetentionSettings(archive_days=7, table_days=0))
+    storage, root, source_id = settings.lake.storage(), settings.lake.root, lake.source.id
+    good = layout.archive_file(root, source_id, DAY_1, "good")
+    broken = layout.archive_file(root, source_id, DAY_1, "broken")
+    storage.write(good, gzip.compress(b'{"messageId": "m1"}\n'))
+    storage.write(broken, gzip.compress(b'{"messageId": "m2"}\n')[:-8])
+    start = datetime(2019, 9, 30, 12, tzinfo=timezone.utc)
+    now = int(start.timestamp() * 1000)
+    synced = sync(Ledger(storage, root, source_id), now, "run1")  # the run read both, one damaged
+    broken_key = layout.lake_relative(root, broken)
+    assert broken_key in synced
+    record_run(storage, root, source_id, synced, [DamagedFile(broken_key, "truncated", "run1")])
+
+    lines: list[str] = []
+    [retained] = apply_retention(settings, [lake.slug], now=start, say=lines.append)
+    assert (retained.damaged_files, retained.unsynced_files) == (1, 0)
+    assert [f.path.name for f in list_archive_files(storage, root, source_id)] == ["broken.gz"]
+    assert broken_key in read_damaged(storage, root, source_id)
+    assert any("1 damaged archive files past retention are kept" in line for line in lines)

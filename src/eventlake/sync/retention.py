@@ -2,7 +2,9 @@
 
 - **Archive** (``retention.archive_days``): a file of ``segment-logs/<source-id>/<day-ms>/`` goes
   once its received day ended more than ``archive_days`` ago **and** the ledger says it is in the
-  lake; an older file that is not synced yet stays (and is counted) until a sync has read it.
+  lake; an older file that is not synced yet stays (and is counted) until a sync has read it, and
+  so does a file quarantined as damaged (:mod:`eventlake.sync.damaged`: none of its messages is in
+  a table) until it is restored and read again.
   The newest day deleted is recorded first (:func:`eventlake.archive.days.expire_days_through`):
   ``eventlake import`` of the same archive again skips the days up to it.
 - **Tables** (``retention.table_days``): a partition of a source's event tables goes once the hour
@@ -43,6 +45,7 @@ from eventlake.sync.cutoffs import (
     index_expired_before,
     retention_cutoff,
 )
+from eventlake.sync.damaged import read_damaged
 from eventlake.sync.dedupe_index import index_days_before
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.runner import Hold, error_text, run_source
@@ -68,6 +71,7 @@ class RetentionResult:
     status: str = Status.SUCCESS  # Success | Nothing to do | Skipped (a sync holds the source) | Failed
     expired: list[Expired] = field(default_factory=list)
     unsynced_files: int = 0  # old archive files kept because no sync has read them yet
+    damaged_files: int = 0  # old archive files kept because they are quarantined as damaged
     error: str = ""
 
 
@@ -144,15 +148,25 @@ class SourceRetention:
         if not old:
             return
         synced = Ledger(self.storage, self.lake, self.source.id).synced_keys({f.day_ms for f in old})
+        # a damaged file is "handled" for the ledger (its day closes) but its messages are in no
+        # table: it is kept until it is restored and read (sync --rescan), never expired unread
+        damaged = read_damaged(self.storage, self.lake, self.source.id)
         days: dict[int, list[ArchiveFile]] = {}
         for f in old:
-            if f.key in synced:
+            if f.key in damaged:
+                result.damaged_files += 1
+            elif f.key in synced:
                 days.setdefault(f.day_ms, []).append(f)
             else:
                 result.unsynced_files += 1
         if result.unsynced_files:
             self.say(
                 f"{result.unsynced_files} archive files past retention are kept: no sync has read them yet"
+            )
+        if result.damaged_files:
+            self.say(
+                f"{result.damaged_files} damaged archive files past retention are kept: their messages are "
+                "in no table; restore them and run `eventlake sync --rescan`, or delete them by hand"
             )
         for day_ms, files in sorted(days.items()):
             day = datetime.fromtimestamp(day_ms / 1000, timezone.utc).date().isoformat()
