@@ -4,10 +4,11 @@
 - a plain PySpark session that is not eventlake's, given only the metastore's URI and the S3A
   settings a user gives an EMR or Databricks cluster, reads every table and view of a lake whose
   tables are in ``eventlake metastore`` (a Hive metastore service) and gets eventlake's counts;
-- ``eventlake sql --engine spark`` on a Glue lake reads Glue's partitions with Spark's Parquet
-  reader and gets the DuckDB engine's counts, after a user's deletion moved every partition to a
-  version folder (the old files stay at the old location for the grace period: a reader of the
-  tables' folders would count the deleted user's rows).
+- eventlake's Spark session on a Glue lake reads Glue's partitions with Spark's Parquet reader
+  and, in the same session after a user's deletion moved every partition to a version folder, the
+  new locations, getting the DuckDB engine's counts (the old files stay at the old location for
+  the grace period: a reader of the old locations or of the tables' folders would count the
+  deleted user's rows). ``eventlake sql --engine spark`` is this session's first query.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.query import run_query
 from eventlake.query.spark_engine import NATIVE_READER
 from eventlake.sync import run_sync
-from eventlake.sync.erase import delete_user
 from tests.catalog.conftest import clean_env
 from tests.catalog.servers import MetastoreCommand, Moto, missing
 from tests.collect.harness import EVENTLAKE
@@ -144,7 +144,7 @@ def test_a_plain_spark_reads_every_table_of_a_lake_in_a_bucket_through_the_metas
     assert not (project / "lake").exists()
 
 
-def test_eventlake_sql_on_spark_reads_a_glue_lake_with_sparks_parquet_reader(
+def test_eventlakes_spark_reads_a_glue_lake_with_sparks_parquet_reader_and_follows_glue(
     s3_lake: Lake, spark, s3a_jars: list[str]
 ) -> None:
     lake = s3_lake
@@ -153,19 +153,40 @@ def test_eventlake_sql_on_spark_reads_a_glue_lake_with_sparks_parquet_reader(
         lake.archive(messages(hour, 0), DAY + timedelta(hours=hour))
     (synced,) = run_sync(settings, spark=spark, say=quiet)
     assert synced.status == "Success", synced
-    [erased] = delete_user(settings, "u1", [lake.slug], say=quiet)
-    assert erased.rows_deleted > 0, erased
+    config = lake.config
+    config.write_text(config.read_text().replace("[spark]\n", f'[spark]\njars_dir = "{S3A_JARS}"\n', 1))
     database = lake.source.database
     names = ["identify", "page", "track_order_completed", "track_signed_up", "tracks", "users"]
     query = " UNION ALL ".join(f"SELECT '{t}' AS t, count(*) AS n FROM {database}.{t}" for t in names)
-    config = lake.config
-    config.write_text(config.read_text().replace("[spark]\n", f'[spark]\njars_dir = "{S3A_JARS}"\n', 1))
     result = subprocess.run(
-        [EVENTLAKE, "--config", config, "sql", "--engine", "spark", "--format", "json", query],
+        [sys.executable, "-c", LONG_LIVED, str(config), lake.slug, query],
         capture_output=True, text=True, timeout=600, env=clean_env(),
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert f"reading the lake with {NATIVE_READER}" in result.stderr
-    counts = {row["t"]: row["n"] for row in json.loads(result.stdout)}
-    assert counts == {t: duckdb_count(settings, f"{database}.{t}") for t in names}
-    assert counts["page"] == 8  # 12 before u1's 4 went
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count(f"reading the lake with {NATIVE_READER}") == 1, result.stderr[-3000:]
+    before, after = (dict(map(tuple, rows)) for rows in json.loads(result.stdout.strip().splitlines()[-1]))
+    assert before["page"] == 12 and before["tracks"] == 24, before
+    assert after == {t: duckdb_count(settings, f"{database}.{t}") for t in names}
+    assert after["page"] == 8 and after["tracks"] == 16, after  # u1's third of the rows went
+
+
+# a long-lived eventlake session (as `eventlake up`'s engine holds): a query, a user's deletion
+# (every partition moves to a version folder; the old files stay there for the grace period), and
+# the same query again in the same session
+LONG_LIVED = """
+import json, sys
+from eventlake.config import load_settings
+from eventlake.jvm.session import spark_session
+from eventlake.query import run_query
+from eventlake.sync.erase import delete_user
+
+config, slug, query = sys.argv[1:4]
+settings = load_settings(config)
+spark = spark_session(settings, "long-lived")
+say = lambda line: print(line, file=sys.stderr)
+before = [[r["t"], r["n"]] for r in run_query(settings, query, "spark", spark, say).rows]
+[erased] = delete_user(settings, "u1", [slug], say=say)
+assert erased.rows_deleted > 0, erased
+after = [[r["t"], r["n"]] for r in run_query(settings, query, "spark", spark, say).rows]
+print(json.dumps([before, after]))
+"""
