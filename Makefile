@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint unit setup java chromium node-deps db-servers clean
+.PHONY: demo test lint unit setup java chromium node-deps db-servers jars clean
 
 demo: java $(INSTALLED)  ## the demo needs only Java and the Python packages
 	$(BIN)/python scripts/demo.py
@@ -24,7 +24,7 @@ lint: setup
 unit: setup  ## the fast tier: no Spark, no servers
 	$(BIN)/python -m pytest -m "not spark and not integration"
 
-setup: java chromium node-deps db-servers $(INSTALLED)
+setup: java chromium node-deps db-servers jars $(INSTALLED)
 
 java:
 	@scripts/ensure-java.sh
@@ -34,6 +34,9 @@ chromium:  ## Debian's chromium, for the analytics.js and web console tests
 
 node-deps:  ## Segment's JavaScript libraries and playwright-core, into tests/clients/node_modules
 	@scripts/ensure-node-deps.sh
+
+jars:  ## pinned Maven artifacts (hadoop-aws and the AWS SDK: Spark's s3a://) into .cache/jars, checked
+	@scripts/ensure-jars.sh s3a
 
 db-servers:  ## PostgreSQL, MariaDB and their JDBC drivers, for the catalog tests
 	@scripts/ensure-db-servers.sh

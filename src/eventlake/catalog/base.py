@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from eventlake import layout
 from eventlake.config.settings import CatalogKind
 from eventlake.errors import ConfigError, DependencyError
+from eventlake.jvm.connectors import S3A_CLASS, has_class
 from eventlake.schema.warehouse import View
 from eventlake.storage import storage_scheme
 
@@ -165,8 +166,8 @@ def _load_hive(settings: Settings, session: Any) -> Catalog:
 
 # the Hadoop file system a Hive metastore (and Spark reading its tables) needs for each lake scheme
 CONNECTORS = {
-    "s3": ("org.apache.hadoop.fs.s3a.S3AFileSystem", "hadoop-aws and the AWS SDK bundle"),
-    "s3a": ("org.apache.hadoop.fs.s3a.S3AFileSystem", "hadoop-aws and the AWS SDK bundle"),
+    "s3": (S3A_CLASS, "hadoop-aws and the AWS SDK"),
+    "s3a": (S3A_CLASS, "hadoop-aws and the AWS SDK"),
     "abfss": ("org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem", "hadoop-azure"),
     "abfs": ("org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem", "hadoop-azure"),
 }
@@ -179,15 +180,15 @@ def _check_connector(settings: Settings, session: Any) -> None:
     if scheme not in CONNECTORS:
         return
     class_name, jars = CONNECTORS[scheme]
-    try:
-        session.sparkContext._jvm.java.lang.Class.forName(class_name)
-    except Exception:
+    if not has_class(session, class_name):
+        fetch = " (scripts/ensure-jars.sh fetches them for S3)" if class_name == S3A_CLASS else ""
         raise ConfigError(
             "catalog.kind",
             f'"hive" with lake.root {settings.lake.root}',
             f"a Hive metastore needs {jars} ({class_name}) on Spark's class path for {scheme}:// "
-            'locations (spark.jars, as EMR, Dataproc and Databricks provide); or use kind = "glue" (S3)',
-        ) from None
+            f"locations: [spark] jars_dir names a folder of them{fetch}, or spark.jars as EMR, "
+            'Dataproc and Databricks provide; or use kind = "glue" (S3)',
+        )
 
 
 def _load_glue(settings: Settings, session: Any) -> Catalog:

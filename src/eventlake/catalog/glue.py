@@ -504,6 +504,17 @@ class GlueCatalog(Catalog):
         )
         return sorted(tuple(p["Values"]) for p in found)
 
+    def partition_locations(self, database: str, table: str) -> dict[tuple[str, ...], str]:
+        """Each partition's values and location, as a reader through Glue (Athena) finds them."""
+        found = self._pages(
+            "get_partitions",
+            "Partitions",
+            f"listing partitions of {database}.{table}",
+            DatabaseName=database,
+            TableName=table,
+        )
+        return {tuple(p["Values"]): p["StorageDescriptor"]["Location"] for p in found}
+
     def drop_table(self, database: str, table: str) -> None:
         self._call(
             "delete_table",

@@ -130,6 +130,8 @@ def parse_settings(raw: Mapping[str, Any], config_path: Path) -> Settings:
         sections["catalog"] = replace(
             sections["catalog"], jdbc_driver_jar=str(_path(base, sections["catalog"].jdbc_driver_jar))
         )
+    if sections["spark"].jars_dir:
+        sections["spark"] = replace(sections["spark"], jars_dir=str(_path(base, sections["spark"].jars_dir)))
     sources = _sources(raw.get("sources", []))
     return Settings(path=config_path, lake=lake, sources=sources, **sections)
 

@@ -110,6 +110,9 @@ class SparkSettings:
     master: str = "local[*]"
     driver_memory: str = "2g"
     conf: tuple[tuple[str, str], ...] = ()  # extra spark.* settings, applied last
+    # a folder of jars for Spark's class path and the metastore service's: Hadoop's S3 connector
+    # (hadoop-aws and the AWS SDK, as scripts/ensure-jars.sh fetches them into .cache/jars/s3a)
+    jars_dir: str = ""
 
 
 @dataclass(frozen=True)

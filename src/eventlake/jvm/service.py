@@ -27,6 +27,7 @@ from pathlib import Path
 
 from eventlake import layout, progress
 from eventlake.config import CatalogKind, Settings
+from eventlake.jvm.connectors import connector_jars, s3a_properties
 from eventlake.jvm.errors import MetastoreError
 from eventlake.jvm.java import java_executable, port_open, pyspark_home
 from eventlake.jvm.metastore.access import MetastoreAccess, database_access, hive_site, write_private
@@ -97,12 +98,15 @@ def start_service(settings: Settings, access: MetastoreAccess, port: int) -> Met
         "hive.async.log.enabled": "false",  # the wheel lacks lmax-disruptor
         "datanucleus.connectionPoolingType": "HikariCP",  # and BoneCP, Hive 2.3's default (as Spark does)
         "hive.metastore.warehouse.dir": str(layout.warehouse_dir(state)),
+        # a lake in a bucket: the metastore checks every table's location with S3A
+        **s3a_properties(settings),
     }
     write_private(conf_dir / "hive-site.xml", hive_site(properties))
     layout.log_dir(state).mkdir(parents=True, exist_ok=True)
     from eventlake.jvm.session import log4j_config
 
-    classpath = os.pathsep.join([str(conf_dir), f"{pyspark_home() / 'jars'}/*", *access.classpath])
+    jars = [*access.classpath, *connector_jars(settings)]
+    classpath = os.pathsep.join([str(conf_dir), f"{pyspark_home() / 'jars'}/*", *jars])
     command = [
         java_executable(),
         "-Xmx512m",

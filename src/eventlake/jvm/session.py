@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from eventlake import layout, progress
 from eventlake.config import CatalogKind, Settings
 from eventlake.errors import DependencyError
+from eventlake.jvm.connectors import connector_jars, s3a_properties
 from eventlake.jvm.java import JAVA_HINT, java_executable
 from eventlake.jvm.metastore.access import MetastoreAccess, client_access, private_conf_dir
 from eventlake.progress import Say
@@ -118,6 +119,10 @@ def spark_conf(
     written into the working directory. On a cluster master, :func:`cluster_conf` adds what the
     executors need (from ``environ``, default :data:`os.environ`); ``[spark.conf]`` comes last
     and overrides any of it.
+
+    The jars of ``[spark] jars_dir`` go on the driver's class path (and, on a cluster, to the
+    executors through ``spark.jars``), with the ``fs.s3a.*`` properties of the lake's bucket
+    (:mod:`eventlake.jvm.connectors`): Spark then reads a lake on S3 itself.
     """
     state = settings.lake.state_dir
     java_options = " ".join(
@@ -148,6 +153,8 @@ def spark_conf(
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     }
     conf.update(cluster_conf(settings, environ))
+    for key, value in s3a_properties(settings, environ).items():
+        conf[f"spark.hadoop.{key}"] = value
     if access is not None:
         for key, value in access.properties.items():
             conf[f"spark.hadoop.{key}"] = value
@@ -156,6 +163,10 @@ def spark_conf(
     private = private_conf_dir(state, access) if access else None
     if private is not None:  # the password, in a hive-site.xml only we can read: not on a command line
         classpath.insert(0, str(private))
+    jars = connector_jars(settings)
+    classpath += jars
+    if jars and not is_local_master(settings.spark.master):  # the executors load them from the driver
+        conf["spark.jars"] = ",".join(filter(None, [*jars, user_conf.pop("spark.jars", "")]))
     classpath += filter(None, [user_conf.pop("spark.driver.extraClassPath", "")])
     if classpath:  # a JDBC driver must be on the driver's class path: spark.jars is too late for it
         conf["spark.driver.extraClassPath"] = os.pathsep.join(classpath)

@@ -2,16 +2,17 @@
 its schema file) becomes a table of the session's in-memory catalog backed by a Python data
 source that reads its Parquet files through :mod:`eventlake.storage`, in the executors.
 
-Spark here has no ``s3a://``/``abfss://`` file systems (hadoop-aws cannot be installed), and a
-Glue catalog is not a Hive metastore Spark can open; this is how ``eventlake sql --engine spark``
-reads such a lake. A cluster with the connectors and a Glue-aware metastore (EMR, Databricks)
-reads the registered tables directly instead.
+A Glue catalog is not a Hive metastore Spark can open; this is how ``eventlake sql --engine spark``
+reads such a lake when Spark has no file system for it: no S3A (``[spark] jars_dir``, see
+:mod:`eventlake.jvm.connectors`; with it, :mod:`eventlake.query.spark_glue` reads the lake with
+Spark's own Parquet reader), and always on Azure (no hadoop-azure). A cluster with the connectors
+and a Glue-aware metastore (EMR, Databricks) reads the registered tables directly instead.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -25,13 +26,14 @@ from eventlake.storage import load_storage, relative_to, to_location
 SOURCE_NAME = "eventlake_lake"
 
 
-def _ident(name: str) -> str:
+def ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _ddl(spec: TableSpec) -> str:
+def table_ddl(spec: TableSpec) -> str:
+    """The columns of ``spec``'s table, then its partition keys (strings), as Spark DDL."""
     columns = [*spec.columns, *((k, "string") for k in spec.partition_keys)]
-    return ", ".join(f"{_ident(name)} {kind}" for name, kind in columns)
+    return ", ".join(f"{ident(name)} {kind}" for name, kind in columns)
 
 
 class LakeTableSource(DataSource):
@@ -49,7 +51,7 @@ class LakeTableSource(DataSource):
         return cls.source_name
 
     def schema(self) -> str:
-        return _ddl(self.spec)
+        return table_ddl(self.spec)
 
     def reader(self, schema: Any) -> DataSourceReader:
         return LakeTableReader(self.spec, self.root, self.endpoint)
@@ -99,16 +101,26 @@ class LakeTableReader(DataSourceReader):
 def register_lake_tables(spark: Any, specs: list[TableSpec], root: str, endpoint: str) -> None:
     """A table per spec in the session's (in-memory) catalog, read through the lake's storage, and
     each source's warehouse views over them."""
-    for database in sorted({s.database for s in specs}):
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {_ident(database)}")
+    create_databases(spark, specs)
     for index, spec in enumerate(specs):
         source = table_source(index, spec, root, endpoint)
         spark.dataSource.register(source)
         spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {_ident(spec.database)}.{_ident(spec.name)} ({_ddl(spec)}) "
+            f"CREATE TABLE IF NOT EXISTS {ident(spec.database)}.{ident(spec.name)} ({table_ddl(spec)}) "
             f"USING {source.source_name}"
         )
-    for database, found in database_views(specs):  # the warehouse views, as the catalog has them
+    create_views(spark, specs)
+
+
+def create_databases(spark: Any, specs: Sequence[TableSpec]) -> None:
+    """Each database of ``specs`` in the session's catalog."""
+    for database in sorted({s.database for s in specs}):
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {ident(database)}")
+
+
+def create_views(spark: Any, specs: Sequence[TableSpec]) -> None:
+    """Each source's warehouse views over ``specs``' tables, as the catalog has them."""
+    for database, found in database_views(specs):
         for view in found.views:
-            name = f"{_ident(database)}.{_ident(view.name)}"
-            spark.sql(f"CREATE OR REPLACE VIEW {name} AS {view_sql(view, database, _ident)}")
+            name = f"{ident(database)}.{ident(view.name)}"
+            spark.sql(f"CREATE OR REPLACE VIEW {name} AS {view_sql(view, database, ident)}")
