@@ -1,0 +1,334 @@
+"""The model: what happens to a lake in production, as Hypothesis rules on a clock the test
+controls, and the README's promises as invariants checked after every step.
+
+Every rule calls the product (the sealer, ``import``, ``run_sync`` with its ledger, runner and
+commit, compaction, retention, ``users delete``, replay, the kill points of a crash); only the
+sync's parse and write passes run in process (:mod:`.standin`). The model itself only remembers
+what was acknowledged (a message in a sealed archive file or in an imported file, a row a foreign
+writer put into a partition), what was erased, and when a sync last ran to its end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import eventlake.catalog.glue
+import eventlake.storage
+import eventlake.sync.commit
+import eventlake.sync.ledger
+import eventlake.sync.rewrite
+import eventlake.sync.runner
+import eventlake.sync.state
+from eventlake import layout
+from eventlake.sync import run_sync
+from eventlake.sync.compact import compact_sources
+from eventlake.sync.erase import delete_user
+from eventlake.sync.replay import ReplayRange, run_replay
+from eventlake.sync.retention import apply_retention
+from eventlake.sync.status import Status
+
+from .importing import Import
+from .standin import InProcessStager
+from .world import RETENTION, TABLES, USERS, Clock, Killed, World, calls_fail, day_ms, quiet, segment_archive
+
+HOUR = 3600
+DAY = 24 * HOUR
+START_DAY = datetime(2026, 11, 20, tzinfo=timezone.utc)
+# where the clock starts in its day: mid-morning, or seconds before midnight
+STARTS = (10 * HOUR, DAY - 5)
+ADVANCES = (10, 60, 10 * 60, HOUR, 3 * HOUR, 9 * HOUR, DAY + 2 * HOUR)
+SKEWS = (-10, 0, 10)  # the collector's clock against the lake's, seconds
+LATE = (0, 0, 3 * HOUR, 26 * HOUR)  # how long before its sealing a segment's messages were received
+DONE = (Status.SUCCESS, Status.NOTHING, Status.PARTIAL)
+
+# (module or class, attribute, call) where a sync dies: the commit's steps (as tests/sync/test_sync.py's
+# CRASH_POINTS), the ledger's checkpoint, the stage
+SYNC_CRASHES: dict[str, tuple[str, str, int]] = {
+    "staging": ("eventlake.sync.job.SourceSync", "_stage", 1),
+    "before applying": ("eventlake.sync.runner", "apply", 1),
+    "before the report": ("eventlake.sync.commit", "write_report_rows", 1),
+    "registering partitions": ("eventlake.catalog.glue.GlueCatalog", "add_partitions", 1),
+    "before the ledger": ("eventlake.sync.state.SyncState", "record_synced", 1),
+    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
+    "ledger checkpoint": ("eventlake.sync.ledger.Ledger", "checkpoint", 1),
+    "after the checkpoint's write": ("eventlake.sync.ledger", "read_many", 3),
+}
+COMPACT_CRASHES: dict[str, tuple[str, str, int]] = {
+    "before the manifest": ("eventlake.sync.state.SyncState", "write_pending", 1),
+    "before applying": ("eventlake.sync.runner", "apply", 1),
+    "before dropping replaced files": ("eventlake.sync.rewrite", "drop_replaced", 1),
+    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
+}
+STORAGE_CALLS = ("write", "publish", "delete", "list", "read")
+
+
+def target(path: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(path)
+    except ImportError:
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+
+@dataclass
+class Message:
+    message_id: str
+    user: str
+    received: datetime
+
+
+class LakeModel(RuleBasedStateMachine):
+    """Configured by :func:`machine` (the lake's kind, where worlds go, moto's endpoint)."""
+
+    kind: ClassVar[str] = "local"
+    base: ClassVar[Path] = Path(tempfile.gettempdir())
+    endpoint: ClassVar[str] = ""
+    log: ClassVar[list[str] | None] = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.world = World.create(self.base, self.kind, self.endpoint)
+        self.clock = Clock(START_DAY)
+        self.installed = self.clock.installed()
+        self.installed.__enter__()
+        self.stager = InProcessStager()
+        self.numbers = itertools.count(1)
+        self.acked: dict[str, list[Message]] = {}  # archive key -> its messages
+        self.foreign: list[Message] = []
+        self.due: set[str] = set()  # archive keys acknowledged before the last sync that ran to its end
+        self.erased: set[str] = set()
+        self.importing: Import | None = None
+        self.import_days: list[int] = []
+        self.steps: list[str] = []
+
+    def say(self, step: str) -> None:
+        self.steps.append(f"{self.clock.now:%Y-%m-%d %H:%M:%S} {step}")
+
+    def teardown(self) -> None:
+        try:
+            if self.importing is not None and not self.importing.finished:
+                self.importing.abandon()
+        finally:
+            self.installed.__exit__(None, None, None)
+
+    @initialize(start=st.sampled_from(STARTS))
+    def start(self, start: int) -> None:
+        self.clock.now = START_DAY + timedelta(seconds=start)
+        self.say("start")
+
+    # -- the collector ----------------------------------------------------------------------------
+
+    def users(self) -> list[str]:
+        return [u for u in USERS if u not in self.erased]
+
+    @precondition(lambda self: bool(self.users()))
+    @rule(
+        count=st.integers(1, 3), late=st.sampled_from(LATE), skew=st.sampled_from(SKEWS),
+        kind=st.sampled_from(("track", "page")), data=st.data(),
+    )  # fmt: skip
+    def seal(self, count: int, late: int, skew: int, kind: str, data: st.DataObject) -> None:
+        """The collector seals a segment: on time, or late (it was down: its messages were received
+        ``late`` seconds ago, perhaps in a day that ended), on a clock ``skew`` seconds off."""
+        with self.clock.skewed(skew):
+            received = self.clock.utc() - timedelta(seconds=late)
+            messages = [
+                Message(f"m{next(self.numbers)}", data.draw(st.sampled_from(self.users())), received)
+                for _ in range(count)
+            ]
+            lines = [self.world.message(m.message_id, m.user, kind, m.received) for m in messages]
+            key = self.world.seal(lines, received, self.clock, next(self.numbers))
+        self.acked[key] = messages
+        self.say(f"seal {key.rsplit('/', 2)[-2:]} {count} {kind} late={late} skew={skew}")
+
+    # -- syncs --------------------------------------------------------------------------------------
+
+    def sync(self, what: str = "sync") -> Any:
+        before = set(self.acked)
+        [result] = run_sync(self.world.settings, [self.world.slug], catalog=self.world.catalog, say=quiet,
+                            stager=self.stager)  # fmt: skip
+        self.say(f"{what}: {result.status} {result.error}")
+        if result.status in DONE:
+            self.due |= before
+        return result
+
+    @rule()
+    def sync_once(self) -> None:
+        result = self.sync()
+        assert result.status in DONE, f"a sync failed with nothing injected: {result.error}"
+
+    @rule(point=st.sampled_from(sorted(SYNC_CRASHES)))
+    def sync_killed(self, point: str) -> None:
+        """A sync dies at one of its steps (the process is gone: no handler runs)."""
+        where, attribute, number = SYNC_CRASHES[point]
+        with calls_fail(target(where), attribute, number, Killed()):
+            try:
+                self.sync(f"sync killed {point}")
+            except Killed:
+                self.say(f"sync killed at {point}")
+
+    @rule(call=st.sampled_from(STORAGE_CALLS), number=st.integers(1, 12))
+    def sync_storage_fails(self, call: str, number: int) -> None:
+        """A storage call of a sync fails (the store throttles, the disk is full)."""
+        with calls_fail(type(self.world.storage), call, number, OSError("injected: the store failed")):
+            self.sync(f"sync with {call} #{number} failing")
+
+    @rule(seconds=st.sampled_from(ADVANCES))
+    def advance(self, seconds: int) -> None:
+        self.clock.advance(seconds)
+        self.say(f"advance {seconds} s")
+
+    # -- rewrites, retention ---------------------------------------------------------------------
+
+    @rule()
+    def compact(self) -> None:
+        [result] = compact_sources(self.world.settings, [self.world.slug], catalog=self.world.catalog, say=quiet)
+        self.say(f"compact: {result.status} {result.error}")
+
+    @rule(point=st.sampled_from(sorted(COMPACT_CRASHES)))
+    def compact_killed(self, point: str) -> None:
+        where, attribute, number = COMPACT_CRASHES[point]
+        with calls_fail(target(where), attribute, number, Killed()):
+            try:
+                compact_sources(self.world.settings, [self.world.slug], catalog=self.world.catalog, say=quiet)
+                self.say(f"compact (not killed: {point} not reached)")
+            except Killed:
+                self.say(f"compact killed at {point}")
+
+    @rule()
+    def retention(self) -> None:
+        [result] = apply_retention(self.world.settings, [self.world.slug], catalog=self.world.catalog, say=quiet)
+        self.say(f"retention: {result.status} {getattr(result, 'error', '')}")
+
+    @precondition(lambda self: len(self.users()) > 1)
+    @rule(data=st.data())
+    def users_delete(self, data: st.DataObject) -> None:
+        user = data.draw(st.sampled_from(self.users()))
+        [result] = delete_user(self.world.settings, user, [self.world.slug], requested_by="model",
+                               catalog=self.world.catalog, say=quiet)  # fmt: skip
+        self.say(f"users delete {user}: {result.status} {getattr(result, 'error', '')}")
+        if result.status in DONE:
+            self.erased.add(user)
+
+    @precondition(lambda self: bool(self.acked))
+    @rule(days_back=st.integers(0, 2), table=st.sampled_from(((), ("page",))))
+    def replay(self, days_back: int, table: tuple[str, ...]) -> None:
+        """``eventlake replay`` of one day (whole, or ``--table page``)."""
+        day = (self.clock.now - timedelta(days=days_back)).date()
+        try:
+            result = run_replay(self.world.settings, self.world.slug, ReplayRange(day, day, table),
+                                catalog=self.world.catalog, say=quiet, stager=self.stager)  # fmt: skip
+            self.say(f"replay {day} {table}: {result.status} {result.error}")
+        except Exception as exc:  # refused (nothing synced in the range, ...): changes nothing
+            self.say(f"replay {day} {table} refused: {type(exc).__name__}: {exc}")
+
+    # -- foreign writers, imports -------------------------------------------------------------------
+
+    @precondition(lambda self: bool(self.users()))
+    @rule(data=st.data())
+    def foreign_file(self, data: st.DataObject) -> None:
+        """Another writer (Segment Data Lakes during the migration's overlap) puts a Parquet file
+        into a partition folder of a table."""
+        folders = [f for f in self.world.partition_folders() if f[0] == "track_order_completed"]
+        if not folders:
+            return
+        table, values, folder = data.draw(st.sampled_from(folders))
+        start, _ = layout.partition_period(layout.partition_columns(self.world.source.date_partition), values)
+        message = Message(f"f{next(self.numbers)}", data.draw(st.sampled_from(self.users())), start + timedelta(seconds=1))
+        self.world.write_foreign(folder, message.message_id, message.user, message.received)
+        self.foreign.append(message)
+        self.say(f"foreign file into {table} {values}")
+
+    @precondition(lambda self: self.importing is None and bool(self.users()))
+    @rule(days=st.integers(2, 3), data=st.data())
+    def import_start(self, days: int, data: st.DataObject) -> None:
+        """``eventlake import`` of a Segment archive of the ``days`` days before yesterday starts:
+        it lists, marks its days, then copies a file at a time (:meth:`import_step`)."""
+        today = day_ms(self.clock.now)
+        self.import_days = [today - (days + 1 - i) * DAY * 1000 // 1000 * 1 for i in range(days)]
+        self.import_days = [today - (days - i) * 86_400_000 for i in range(days)]
+        folder = self.world.directory / f"segment-export-{next(self.numbers)}"
+        self.import_messages: list[list[Message]] = []
+        lines = []
+        for day in self.import_days:
+            received = datetime.fromtimestamp(day / 1000 + HOUR, timezone.utc)
+            messages = [Message(f"i{next(self.numbers)}", data.draw(st.sampled_from(self.users())), received)]
+            self.import_messages.append(messages)
+            lines.append([self.world.message(m.message_id, m.user, "track", m.received) for m in messages])
+        segment_archive(folder, self.import_days, lines)
+        self.importing = Import(self.world, folder, len(self.import_days))
+        self.say(f"import of {days} days starts")
+
+    @precondition(lambda self: self.importing is not None and not self.importing.finished)
+    @rule()
+    def import_step(self) -> None:
+        assert self.importing is not None
+        path = self.importing.step()
+        key = str(layout.lake_relative(self.world.lake, path))
+        day = int(key.rsplit("/", 2)[-2])
+        self.acked[key] = self.import_messages[self.import_days.index(day)]
+        self.say(f"import writes {key.rsplit('/', 2)[-2:]}")
+
+    # -- invariants ----------------------------------------------------------------------------------
+
+    def required(self) -> dict[str, Message]:
+        """Every message the lake must hold now: acknowledged before the last completed sync (or
+        written by a foreign writer), of a user not erased, in a partition retention keeps."""
+        cutoff = self.clock.now - timedelta(days=RETENTION.table_days)
+        wanted = [m for key in self.due for m in self.acked.get(key, [])] + self.foreign
+        return {
+            m.message_id: m
+            for m in wanted
+            if m.user not in self.erased and m.received.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1) > cutoff
+        }
+
+    @invariant()
+    def every_acknowledged_message_once(self) -> None:
+        if not hasattr(self, "world"):
+            return
+        required = self.required()
+        for reader, rows in (("duckdb", self.world.duckdb_rows()), ("catalog", self.world.catalog_rows())):
+            counts: dict[str, int] = {}
+            for message_id, user in rows:
+                counts[message_id] = counts.get(message_id, 0) + 1
+                assert user not in self.erased, f"{reader}: erased user {user} still in the lake ({message_id})"
+            twice = sorted(m for m, n in counts.items() if n > 1)
+            assert not twice, f"{reader}: messages in the lake more than once: {twice}\n" + self.story()
+            missing = sorted(set(required) - set(counts))
+            assert not missing, f"{reader}: acknowledged messages not in the lake: {missing}\n" + self.story()
+
+    @invariant()
+    def nothing_acknowledged_left_in_a_closed_day(self) -> None:
+        """A sealed or imported file not synced yet lies in a day the ledger lists (so the next sync
+        reads it), and is still in the archive."""
+        if not hasattr(self, "world") or not self.acked:
+            return
+        synced = self.world.synced_keys()
+        archive = self.world.archive_keys()
+        for key in sorted(set(self.acked) - synced):
+            day = int(key.rsplit("/", 2)[-2])
+            assert key in archive, f"{key}: acknowledged, never synced, gone from the archive\n" + self.story()
+            assert self.world.ledger_open(day), (
+                f"{key}: acknowledged, not synced, in a day the ledger has closed: no sync will list it\n"
+                + self.story()
+            )
+
+    def story(self) -> str:
+        return "steps:\n  " + "\n  ".join(self.steps)
+
+
+def machine(kind: str, base: Path, endpoint: str) -> type[LakeModel]:
+    return type(f"LakeModel_{kind}", (LakeModel,), {"kind": kind, "base": base, "endpoint": endpoint})
+
+
+TestDays = date  # (keeps date imported for ReplayRange users)
+TABLES_ = TABLES
