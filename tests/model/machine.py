@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import tempfile
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,7 +37,7 @@ from eventlake.sync.status import Status
 
 from .importing import Import
 from .standin import InProcessStager
-from .world import RETENTION, TABLES, USERS, Clock, Killed, World, calls_fail, day_ms, quiet, segment_archive
+from .world import RETENTION, USERS, Clock, Killed, World, calls_fail, day_ms, quiet, segment_archive
 
 HOUR = 3600
 DAY = 24 * HOUR
@@ -93,7 +93,10 @@ class LakeModel(RuleBasedStateMachine):
     kind: ClassVar[str] = "local"
     base: ClassVar[Path] = Path(tempfile.gettempdir())
     endpoint: ClassVar[str] = ""
-    log: ClassVar[list[str] | None] = None
+    # known defects whose triggers the run steers clear of, until their fixes are merged: 1 (a
+    # foreign file in a rewritten partition on an object store), 2 (syncs during a long import), 5
+    # (a first sync just after midnight)
+    avoid: ClassVar[frozenset[int]] = frozenset()
 
     def __init__(self) -> None:
         super().__init__()
@@ -123,6 +126,8 @@ class LakeModel(RuleBasedStateMachine):
 
     @initialize(start=st.sampled_from(STARTS))
     def start(self, start: int) -> None:
+        if 5 in self.avoid:
+            start = STARTS[0]
         self.clock.now = START_DAY + timedelta(seconds=start)
         self.say("start")
 
@@ -191,7 +196,9 @@ class LakeModel(RuleBasedStateMachine):
 
     @rule()
     def compact(self) -> None:
-        [result] = compact_sources(self.world.settings, [self.world.slug], catalog=self.world.catalog, say=quiet)
+        [result] = compact_sources(
+            self.world.settings, [self.world.slug], catalog=self.world.catalog, say=quiet
+        )
         self.say(f"compact: {result.status} {result.error}")
 
     @rule(point=st.sampled_from(sorted(COMPACT_CRASHES)))
@@ -206,7 +213,9 @@ class LakeModel(RuleBasedStateMachine):
 
     @rule()
     def retention(self) -> None:
-        [result] = apply_retention(self.world.settings, [self.world.slug], catalog=self.world.catalog, say=quiet)
+        [result] = apply_retention(
+            self.world.settings, [self.world.slug], catalog=self.world.catalog, say=quiet
+        )
         self.say(f"retention: {result.status} {getattr(result, 'error', '')}")
 
     @precondition(lambda self: len(self.users()) > 1)
@@ -233,7 +242,7 @@ class LakeModel(RuleBasedStateMachine):
 
     # -- foreign writers, imports -------------------------------------------------------------------
 
-    @precondition(lambda self: bool(self.users()))
+    @precondition(lambda self: bool(self.users()) and not (1 in self.avoid and self.kind != "local"))
     @rule(data=st.data())
     def foreign_file(self, data: st.DataObject) -> None:
         """Another writer (Segment Data Lakes during the migration's overlap) puts a Parquet file
@@ -243,18 +252,19 @@ class LakeModel(RuleBasedStateMachine):
             return
         table, values, folder = data.draw(st.sampled_from(folders))
         start, _ = layout.partition_period(layout.partition_columns(self.world.source.date_partition), values)
-        message = Message(f"f{next(self.numbers)}", data.draw(st.sampled_from(self.users())), start + timedelta(seconds=1))
+        message = Message(
+            f"f{next(self.numbers)}", data.draw(st.sampled_from(self.users())), start + timedelta(seconds=1)
+        )
         self.world.write_foreign(folder, message.message_id, message.user, message.received)
         self.foreign.append(message)
         self.say(f"foreign file into {table} {values}")
 
-    @precondition(lambda self: self.importing is None and bool(self.users()))
+    @precondition(lambda self: self.importing is None and bool(self.users()) and 2 not in self.avoid)
     @rule(days=st.integers(2, 3), data=st.data())
     def import_start(self, days: int, data: st.DataObject) -> None:
         """``eventlake import`` of a Segment archive of the ``days`` days before yesterday starts:
         it lists, marks its days, then copies a file at a time (:meth:`import_step`)."""
         today = day_ms(self.clock.now)
-        self.import_days = [today - (days + 1 - i) * DAY * 1000 // 1000 * 1 for i in range(days)]
         self.import_days = [today - (days - i) * 86_400_000 for i in range(days)]
         folder = self.world.directory / f"segment-export-{next(self.numbers)}"
         self.import_messages: list[list[Message]] = []
@@ -264,8 +274,9 @@ class LakeModel(RuleBasedStateMachine):
             messages = [Message(f"i{next(self.numbers)}", data.draw(st.sampled_from(self.users())), received)]
             self.import_messages.append(messages)
             lines.append([self.world.message(m.message_id, m.user, "track", m.received) for m in messages])
-        segment_archive(folder, self.import_days, lines)
-        self.importing = Import(self.world, folder, len(self.import_days))
+        names = segment_archive(folder, self.import_days, lines)
+        targets = [str(layout.archive_file(self.world.lake, self.world.source.id, d, n)) for d, n in names]
+        self.importing = Import(self.world, folder, targets)
         self.say(f"import of {days} days starts")
 
     @precondition(lambda self: self.importing is not None and not self.importing.finished)
@@ -288,7 +299,8 @@ class LakeModel(RuleBasedStateMachine):
         return {
             m.message_id: m
             for m in wanted
-            if m.user not in self.erased and m.received.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1) > cutoff
+            if m.user not in self.erased
+            and m.received.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1) > cutoff
         }
 
     @invariant()
@@ -300,7 +312,9 @@ class LakeModel(RuleBasedStateMachine):
             counts: dict[str, int] = {}
             for message_id, user in rows:
                 counts[message_id] = counts.get(message_id, 0) + 1
-                assert user not in self.erased, f"{reader}: erased user {user} still in the lake ({message_id})"
+                assert user not in self.erased, (
+                    f"{reader}: erased user {user} still in the lake ({message_id})"
+                )
             twice = sorted(m for m, n in counts.items() if n > 1)
             assert not twice, f"{reader}: messages in the lake more than once: {twice}\n" + self.story()
             missing = sorted(set(required) - set(counts))
@@ -316,7 +330,9 @@ class LakeModel(RuleBasedStateMachine):
         archive = self.world.archive_keys()
         for key in sorted(set(self.acked) - synced):
             day = int(key.rsplit("/", 2)[-2])
-            assert key in archive, f"{key}: acknowledged, never synced, gone from the archive\n" + self.story()
+            assert key in archive, (
+                f"{key}: acknowledged, never synced, gone from the archive\n" + self.story()
+            )
             assert self.world.ledger_open(day), (
                 f"{key}: acknowledged, not synced, in a day the ledger has closed: no sync will list it\n"
                 + self.story()
@@ -326,9 +342,7 @@ class LakeModel(RuleBasedStateMachine):
         return "steps:\n  " + "\n  ".join(self.steps)
 
 
-def machine(kind: str, base: Path, endpoint: str) -> type[LakeModel]:
-    return type(f"LakeModel_{kind}", (LakeModel,), {"kind": kind, "base": base, "endpoint": endpoint})
-
-
-TestDays = date  # (keeps date imported for ReplayRange users)
-TABLES_ = TABLES
+def machine(kind: str, base: Path, endpoint: str, avoid: frozenset[int] = frozenset()) -> type[LakeModel]:
+    return type(
+        f"LakeModel_{kind}", (LakeModel,), {"kind": kind, "base": base, "endpoint": endpoint, "avoid": avoid}
+    )

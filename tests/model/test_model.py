@@ -1,24 +1,105 @@
-"""The model (machine.py) run for a fixed budget on a local lake and on S3, both with Glue (moto)."""
+"""The model (machine.py) run for a fixed budget on a local lake and on S3, both with Glue (moto),
+and every failure it found kept as an example replaying its steps.
+
+``make model-check`` runs it long (``MODEL_LONG=1``: every rule, random seeds; see the Makefile).
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from .machine import machine
+from .machine import LakeModel, machine
 
-EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "8"))
-STEPS = int(os.environ.get("MODEL_STEPS", "30"))
+pytestmark = pytest.mark.integration
+
+# the known defects (issue 34) whose triggers the fixed-budget run steers clear of: remove a number
+# once its fix is merged (the examples below then pass: drop their xfail)
+KNOWN_DEFECTS = frozenset({1, 2, 5})
+LONG = bool(os.environ.get("MODEL_LONG"))
+AVOID = (
+    frozenset(int(n) for n in os.environ.get("MODEL_AVOID", "").split(",") if n) if LONG else KNOWN_DEFECTS
+)
 BUDGET = settings(
-    max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True,
-    suppress_health_check=list(HealthCheck), database=None,
-)  # fmt: skip
+    max_examples=int(os.environ.get("MODEL_EXAMPLES", "200" if LONG else "6")),
+    stateful_step_count=int(os.environ.get("MODEL_STEPS", "50" if LONG else "30")),
+    deadline=None,
+    derandomize=not LONG,  # the fixed budget: the same examples every run; long: a new seed each run
+    suppress_health_check=list(HealthCheck),
+    database=None,
+    phases=[Phase.explicit, Phase.generate, Phase.shrink] if LONG else [Phase.explicit, Phase.generate],
+    print_blob=True,
+)
 
 
 @pytest.mark.parametrize("kind", ["local", "s3"])
-def test_the_lake_keeps_its_promises(kind: str, model_moto, tmp_path: Path) -> None:
-    run_state_machine_as_test(machine(kind, tmp_path, model_moto.endpoint), settings=BUDGET)
+def test_the_lake_keeps_its_promises(kind: str, model_moto: Any, tmp_path: Path) -> None:
+    run_state_machine_as_test(machine(kind, tmp_path, model_moto.endpoint, AVOID), settings=BUDGET)
+
+
+# -- every failure the model found, as its steps -------------------------------------------------------
+
+
+class First:
+    """``data`` for a rule replayed by hand: the first choice of every draw."""
+
+    def draw(self, strategy: Any) -> Any:
+        return strategy.elements[0]
+
+
+TRACK = {"count": 1, "late": 0, "skew": 0, "kind": "track", "data": First()}
+
+
+def replay(kind: str, moto: Any, base: Path, steps: list[tuple[str, dict[str, Any]]]) -> None:
+    """Run ``steps`` (rule, arguments) on a new model of a ``kind`` lake, the invariants after each."""
+    model: LakeModel = machine(kind, base, moto.endpoint)()
+    try:
+        for name, arguments in steps:
+            getattr(model, name)(**arguments)
+            model.every_acknowledged_message_once()
+            model.nothing_acknowledged_left_in_a_closed_day()
+    finally:
+        model.teardown()
+
+
+@pytest.mark.xfail(reason="defect 1", strict=False)
+def test_a_foreign_file_in_a_compacted_partition_on_s3_is_data(model_moto: Any, tmp_path: Path) -> None:
+    """Found by the model: a file a foreign writer puts into a partition compacted into a version
+    folder is read by neither DuckDB nor the catalog (and the next rewrite deletes it)."""
+    replay("s3", model_moto, tmp_path, [
+        ("start", {"start": 10 * 3600}), ("seal", TRACK), ("sync_once", {}), ("seal", TRACK), ("sync_once", {}),
+        ("advance", {"seconds": 3 * 3600}), ("compact", {}), ("foreign_file", {"data": First()}),
+    ])  # fmt: skip
+
+
+@pytest.mark.xfail(reason="defect 2", strict=False)
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_a_sync_during_a_long_import_leaves_the_days_it_has_not_reached_open(
+    kind: str, model_moto: Any, tmp_path: Path
+) -> None:
+    """Found by the model (seed in tests/README.md): a sync more than two hours into an import closes
+    the days the import has not reached yet; the files it writes there later are never listed."""
+    replay(kind, model_moto, tmp_path, [
+        ("start", {"start": 10 * 3600}), ("seal", TRACK), ("sync_once", {}),
+        ("import_start", {"days": 2, "data": First()}), ("import_step", {}),
+        ("advance", {"seconds": 3 * 3600}), ("sync_once", {}), ("import_step", {}),
+    ])  # fmt: skip
+
+
+@pytest.mark.xfail(reason="defect 5", strict=False)
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_a_first_sync_just_after_midnight_leaves_yesterday_open(
+    kind: str, model_moto: Any, tmp_path: Path
+) -> None:
+    """Found by the model: the first sync of a source at 00:00:05 closes yesterday at once; a file
+    a collector 10 s behind seals into yesterday then (no reopen marker: its day has not ended on
+    its clock) is never synced."""
+    replay(kind, model_moto, tmp_path, [
+        ("start", {"start": 24 * 3600 - 5}), ("advance", {"seconds": 10}), ("sync_once", {}),
+        ("seal", {"count": 1, "late": 0, "skew": -10, "kind": "track", "data": First()}),
+    ])  # fmt: skip

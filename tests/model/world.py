@@ -93,7 +93,11 @@ class Clock:
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         original = eventlake.timestamps.now_utc
-        patched = [m for n, m in list(sys.modules.items()) if n.startswith("eventlake") and getattr(m, "now_utc", None) is original]
+        patched = [
+            m
+            for n, m in list(sys.modules.items())
+            if n.startswith("eventlake") and getattr(m, "now_utc", None) is original
+        ]
         fake_time = SimpleNamespace(time=self.time, sleep=time.sleep, monotonic=time.monotonic)
         timed = [eventlake.archive.days, eventlake.storage.lease]
         for module in patched:
@@ -230,14 +234,20 @@ class World:
         found: list[tuple[str, str]] = []
         for table in TABLES:
             try:
-                pages = list(glue.get_paginator("get_partitions").paginate(DatabaseName=self.database, TableName=table))
+                pages = list(
+                    glue.get_paginator("get_partitions").paginate(DatabaseName=self.database, TableName=table)
+                )
             except glue.exceptions.EntityNotFoundException:
                 continue
             for page in pages:
                 for partition in page["Partitions"]:
                     for data in self._files_at(partition["StorageDescriptor"]["Location"]):
                         columns = pq.read_table(io.BytesIO(data)).to_pydict()
-                        found += zip(columns["message_id"], columns.get("user_id") or [None] * len(columns["message_id"]), strict=True)
+                        found += zip(
+                            columns["message_id"],
+                            columns.get("user_id") or [None] * len(columns["message_id"]),
+                            strict=True,
+                        )
         return found
 
     def _files_at(self, location: str) -> Iterator[bytes]:
@@ -280,7 +290,9 @@ class World:
             if table not in self.catalog.list_tables(self.database):
                 continue
             for values in self.catalog.partitions(self.database, table):
-                folder = layout.table_dir(self.lake, self.source.dir_name, table) / layout.partition_subdir(keys, values)
+                folder = layout.table_dir(self.lake, self.source.dir_name, table) / layout.partition_subdir(
+                    keys, values
+                )
                 found.append((table, tuple(values), folder))
         return sorted(found, key=lambda f: (f[0], f[1]))
 
@@ -288,7 +300,11 @@ class World:
         """A Parquet file as Segment Data Lakes names its own (``part-00000-<uuid>.c000.snappy
         .parquet``) in a partition's folder: the migration guide's overlap, or any other writer."""
         table = pa.table(
-            {"message_id": [message_id], "user_id": [user], "received_at": pa.array([received], pa.timestamp("us", tz="UTC"))}
+            {
+                "message_id": [message_id],
+                "user_id": [user],
+                "received_at": pa.array([received], pa.timestamp("us", tz="UTC")),
+            }
         )
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="snappy")
@@ -303,12 +319,19 @@ def day_ms(moment: datetime) -> int:
     return day_start_ms(moment)
 
 
-def segment_archive(folder: Path, days: list[int], per_file: list[list[bytes]]) -> None:
-    """A Segment S3 destination's archive in ``folder``: one file of lines per day."""
+def segment_archive(folder: Path, days: list[int], per_file: list[list[bytes]]) -> list[tuple[int, str]]:
+    """A Segment S3 destination's archive in ``folder``: one file of lines per day; the (day, name)
+    each gets in the lake's archive (``eventlake import``'s names), in the import's order."""
+    from eventlake.archive.importer import SegmentFile, imported_name
+    from eventlake.storage import FileInfo
+
+    names = []
     for day, lines in zip(days, per_file, strict=True):
         path = folder / "segment-logs" / "SegSrc" / str(day) / f"{day + 3_600_000}.gz"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(gzip.compress(b"".join(line + b"\n" for line in lines)))
+        names.append((day, imported_name(SegmentFile(FileInfo(path, 0), "SegSrc", day))))
+    return names
 
 
 def local_storage() -> LocalStorage:
