@@ -20,19 +20,15 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-import eventlake.catalog.glue
-import eventlake.storage
-import eventlake.sync.commit
-import eventlake.sync.ledger
-import eventlake.sync.rewrite
-import eventlake.sync.runner
-import eventlake.sync.state
 from eventlake import layout
+from eventlake.storage.lease import Lease
+from eventlake.sync import job as sync_job
 from eventlake.sync import run_sync
 from eventlake.sync.compact import compact_sources
 from eventlake.sync.erase import delete_user
 from eventlake.sync.replay import ReplayRange, run_replay
 from eventlake.sync.retention import apply_retention
+from eventlake.sync.retype import set_column_type
 from eventlake.sync.status import Status
 
 from .importing import Import
@@ -239,6 +235,42 @@ class LakeModel(RuleBasedStateMachine):
             self.say(f"replay {day} {table}: {result.status} {result.error}")
         except Exception as exc:  # refused (nothing synced in the range, ...): changes nothing
             self.say(f"replay {day} {table} refused: {type(exc).__name__}: {exc}")
+
+    @rule(kind=st.sampled_from(("string", "decimal(38,6)")))
+    def set_type(self, kind: str) -> None:
+        """``eventlake schema set-type`` of the revenue column (every file of the table rewritten)."""
+        if "track_order_completed" not in self.world.catalog.list_tables(self.world.database):
+            return
+        qualified = f"{self.world.database}.track_order_completed"
+        try:
+            result = set_column_type(self.world.settings, None, qualified, "properties_revenue", kind, quiet)
+            self.say(f"set-type revenue {kind}: {result.files_rewritten} files rewritten")
+        except Exception as exc:  # refused (a narrowing change, ...): changes nothing
+            self.say(f"set-type revenue {kind} refused: {type(exc).__name__}: {exc}")
+
+    @precondition(lambda self: self.kind != "local")
+    @rule()
+    def lease_taken_over(self) -> None:
+        """A sync stalls before publishing (a GC pause, a network partition) past its lease; a second
+        machine takes the source's lease meanwhile. The stalled sync must publish nothing."""
+        original = sync_job.publish
+
+        def stalled(*args: Any, **kwargs: Any) -> Any:
+            self.clock.advance(self.world.settings.sync.lease_seconds + 1)
+            other = Lease(self.world.storage, layout.sync_lease_dir(self.world.lake, self.world.source.id),
+                          self.world.settings.sync.lease_seconds)  # fmt: skip
+            assert other.try_acquire(), "the second machine could not take an expired lease"
+            try:
+                return original(*args, **kwargs)
+            finally:
+                other.release()
+
+        sync_job.publish = stalled  # type: ignore[assignment]
+        try:
+            result = self.sync("sync stalled, its lease taken over")
+        finally:
+            sync_job.publish = original  # type: ignore[assignment]
+        assert result.status not in (Status.SUCCESS, Status.PARTIAL), "a sync that lost its lease published"
 
     # -- foreign writers, imports -------------------------------------------------------------------
 

@@ -72,8 +72,9 @@ def test_a_foreign_file_in_a_compacted_partition_on_s3_is_data(model_moto: Any, 
     """Found by the model: a file a foreign writer puts into a partition compacted into a version
     folder is read by neither DuckDB nor the catalog (and the next rewrite deletes it)."""
     replay("s3", model_moto, tmp_path, [
-        ("start", {"start": 10 * 3600}), ("seal", TRACK), ("sync_once", {}), ("seal", TRACK), ("sync_once", {}),
-        ("advance", {"seconds": 3 * 3600}), ("compact", {}), ("foreign_file", {"data": First()}),
+        ("start", {"start": 10 * 3600}), ("seal", TRACK), ("sync_once", {}),
+        ("seal", TRACK), ("sync_once", {}), ("advance", {"seconds": 3 * 3600}), ("compact", {}),
+        ("foreign_file", {"data": First()}),
     ])  # fmt: skip
 
 

@@ -5,10 +5,9 @@ in every partition, the same quarantine, the same ledger and the same dedupe ind
 from __future__ import annotations
 
 import dataclasses
-import io
 import re
 import shutil
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,10 @@ import pytest
 from eventlake import layout
 from eventlake.catalog.hive import HiveCatalog
 from eventlake.config import load_settings
+from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.replay import ReplayRange, run_replay
-from eventlake.storage import LocalStorage
 from tests.conftest import Lake
 
 from .standin import InProcessStager
@@ -59,9 +58,10 @@ def lake_content(root: Path, source_id: str) -> dict[str, Any]:
         for path in sorted(layout.quarantine_dir(root, source_id).rglob("*.parquet"))
         for r in pq.read_table(path).to_pylist()
     ]
+    keys = layout.dedupe_index_dir(root, source_id)
     index = sorted(
-        RUN_ID.sub("<run>", str(p.relative_to(layout.dedupe_index_dir(root, source_id)))) + f" {p.read_bytes().hex()}"
-        for p in layout.dedupe_index_dir(root, source_id).rglob("*") if p.is_file()
+        RUN_ID.sub("<run>", str(p.relative_to(keys))) + f" {p.read_bytes().hex()}"
+        for p in keys.rglob("*") if p.is_file()
     )  # fmt: skip
     return {
         "partitions": {k: sorted(v, key=repr) for k, v in rows.items()},
@@ -119,6 +119,3 @@ def assert_equal_lakes(lake: Lake, copy: Path) -> None:
     for part in ("partitions", "quarantine", "ledger"):
         assert standin_side[part] == spark_side[part], part
     assert standin_side["index"] == spark_side["index"]
-
-
-_unused = (io, date)

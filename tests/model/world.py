@@ -6,8 +6,8 @@ in process (:mod:`.standin`)."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import dataclasses
+import functools
 import gzip
 import io
 import itertools
@@ -261,7 +261,7 @@ class World:
                         yield s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
             return
         root = Path(location.removeprefix("file:"))
-        for folder, dirs, files in os.walk(root):
+        for folder, _dirs, files in os.walk(root):
             for name in sorted(files):
                 path = Path(folder) / name
                 if not _hidden(str(path.relative_to(root))):
