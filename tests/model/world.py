@@ -227,9 +227,10 @@ class World:
         result = run_query(self.settings, sql, engine="duckdb")
         return [(r["message_id"], r["user_id"]) for r in result.rows]
 
-    def catalog_rows(self) -> list[tuple[str, str]]:
+    def catalog_rows(self, read: dict[str, tuple[str, ...]] | None = None) -> list[tuple[str, str]]:
         """The same, as a reader that knows only the catalog does (Athena): Glue's partitions, each
-        location listed, names starting with ``_`` or ``.`` skipped, every file read as Parquet."""
+        location listed, names starting with ``_`` or ``.`` skipped, every file read as Parquet.
+        ``read``: filled with each file read (its location -> its partition's values)."""
         glue = boto3.client("glue", endpoint_url=self.endpoint, region_name="us-east-1")
         found: list[tuple[str, str]] = []
         for table in TABLES:
@@ -241,7 +242,9 @@ class World:
                 continue
             for page in pages:
                 for partition in page["Partitions"]:
-                    for data in self._files_at(partition["StorageDescriptor"]["Location"]):
+                    for where, data in self._files_at(partition["StorageDescriptor"]["Location"]):
+                        if read is not None:
+                            read[where] = tuple(partition["Values"])
                         columns = pq.read_table(io.BytesIO(data)).to_pydict()
                         found += zip(
                             columns["message_id"],
@@ -250,7 +253,7 @@ class World:
                         )
         return found
 
-    def _files_at(self, location: str) -> Iterator[bytes]:
+    def _files_at(self, location: str) -> Iterator[tuple[str, bytes]]:
         if location.startswith("s3://"):
             s3 = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
             bucket, _, prefix = location.removeprefix("s3://").partition("/")
@@ -258,14 +261,24 @@ class World:
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
                 for item in page.get("Contents", []):
                     if not _hidden(item["Key"][len(prefix) :]):
-                        yield s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+                        yield (
+                            f"s3://{bucket}/{item['Key']}",
+                            s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read(),
+                        )
             return
         root = Path(location.removeprefix("file:"))
         for folder, _dirs, files in os.walk(root):
             for name in sorted(files):
                 path = Path(folder) / name
                 if not _hidden(str(path.relative_to(root))):
-                    yield path.read_bytes()
+                    yield str(path), path.read_bytes()
+
+    def exists(self, where: str) -> bool:
+        if where.startswith("s3://"):
+            s3 = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
+            bucket, _, key = where.removeprefix("s3://").partition("/")
+            return bool(s3.list_objects_v2(Bucket=bucket, Prefix=key).get("KeyCount"))
+        return Path(where).exists()
 
     def ledger_open(self, day: int) -> bool:
         return Ledger(self.storage, self.lake, self.source.id).read().is_open(day)
