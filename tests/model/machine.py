@@ -24,12 +24,15 @@ from eventlake import layout
 from eventlake.storage.lease import Lease
 from eventlake.sync import job as sync_job
 from eventlake.sync import run_sync
+from eventlake.sync.adopt import adopt_source
 from eventlake.sync.compact import compact_sources
 from eventlake.sync.erase import delete_user
+from eventlake.sync.lock import SyncBusyError
 from eventlake.sync.replay import ReplayRange, run_replay
 from eventlake.sync.retention import apply_retention
 from eventlake.sync.retype import set_column_type
 from eventlake.sync.status import Status
+from tests.sync.sdl import TRACK_COLUMNS, track_row, write_partition
 
 from .importing import Import
 from .standin import InProcessStager
@@ -63,6 +66,7 @@ COMPACT_CRASHES: dict[str, tuple[str, str, int]] = {
     "before dropping replaced files": ("eventlake.sync.rewrite", "drop_replaced", 1),
     "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
 }
+SDL_FOLDER = "order_completed"  # Segment Data Lakes' folder of the track event "Order Completed"
 STORAGE_CALLS = ("write", "publish", "delete", "list", "read")
 
 
@@ -113,6 +117,9 @@ class LakeModel(RuleBasedStateMachine):
         self.importing: Import | None = None
         self.import_days: list[int] = []
         self.steps: list[str] = []
+        self.sdl = False  # the lake began as Segment Data Lakes': adopted before eventlake syncs it
+        self.adopted = False
+        self.sdl_pending: list[Message] = []  # written by SDL, data once an adoption found them
         self.read_files: dict[str, tuple[datetime, tuple[str, ...]]] = {}  # catalog reader: when, partition
 
     def say(self, step: str) -> None:
@@ -126,12 +133,49 @@ class LakeModel(RuleBasedStateMachine):
             Lease.acquire = self.acquire  # type: ignore[method-assign]
             self.installed.__exit__(None, None, None)
 
-    @initialize(start=st.sampled_from(STARTS))
-    def start(self, start: int) -> None:
+    @initialize(start=st.sampled_from(STARTS), sdl=st.booleans())
+    def start(self, start: int, sdl: bool = False) -> None:
         if 5 in self.avoid:
             start = STARTS[0]
         self.clock.now = START_DAY + timedelta(seconds=start)
-        self.say("start")
+        self.say(f"start{' on an SDL lake' if sdl else ''}")
+        if sdl:  # SDL synced two hours before the move: its files in the source's data folder
+            self.sdl = True
+            for hours in (26, 2):
+                self.sdl_write(self.clock.now - timedelta(hours=hours))
+
+    def ready(self) -> bool:
+        return not self.sdl or self.adopted
+
+    def sdl_write(self, received: datetime) -> None:
+        message = Message(f"s{next(self.numbers)}", self.users()[0], received)
+        row = {**track_row(message.message_id, received, "Order Completed"), "user_id": message.user}
+        write_partition(
+            self.world.storage, self.world.lake, self.world.source.id, SDL_FOLDER, TRACK_COLUMNS, [row]
+        )
+        self.sdl_pending.append(message)
+
+    @precondition(lambda self: self.sdl and not (1 in self.avoid and self.kind != "local" and self.adopted))
+    @rule(hours=st.sampled_from((1, 3)))
+    def sdl_syncs(self, hours: int) -> None:
+        """Segment Data Lakes still syncs (the migration guide's overlap): a file of an hour that
+        ended ``hours`` ago, in its partition folder (new, or one eventlake wrote to too)."""
+        self.sdl_write(self.clock.now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=hours))
+        self.say(f"SDL writes an hour {hours} h ago")
+
+    @precondition(lambda self: self.sdl and not (1 in self.avoid and self.kind != "local" and self.adopted))
+    @rule()
+    def adopt(self) -> None:
+        """``eventlake adopt``: SDL's tables and partitions become the source's (rerun: what is new)."""
+        try:
+            adopt_source(self.world.settings, self.world.slug, catalog=self.world.catalog, wait=False)
+        except SyncBusyError:
+            self.say("adopt: busy")
+            return
+        self.say("adopt")
+        self.adopted = True
+        self.foreign += self.sdl_pending
+        self.sdl_pending = []
 
     # -- the collector ----------------------------------------------------------------------------
 
@@ -169,6 +213,7 @@ class LakeModel(RuleBasedStateMachine):
             self.due |= before
         return result
 
+    @precondition(lambda self: self.ready())
     @rule()
     def sync_once(self) -> None:
         result = self.sync()
@@ -176,6 +221,7 @@ class LakeModel(RuleBasedStateMachine):
             f"a sync failed with nothing injected: {result.error}"
         )
 
+    @precondition(lambda self: self.ready())
     @rule(point=st.sampled_from(sorted(SYNC_CRASHES)))
     def sync_killed(self, point: str) -> None:
         """A sync dies at one of its steps (the process is gone: no handler runs)."""
@@ -186,6 +232,7 @@ class LakeModel(RuleBasedStateMachine):
             except Killed:
                 self.say(f"sync killed at {point}")
 
+    @precondition(lambda self: self.ready())
     @rule(call=st.sampled_from(STORAGE_CALLS), number=st.integers(1, 12))
     def sync_storage_fails(self, call: str, number: int) -> None:
         """A storage call of a sync fails (the store throttles, the disk is full)."""
@@ -199,6 +246,7 @@ class LakeModel(RuleBasedStateMachine):
 
     # -- rewrites, retention ---------------------------------------------------------------------
 
+    @precondition(lambda self: self.ready())
     @rule()
     def compact(self) -> None:
         [result] = compact_sources(
@@ -206,6 +254,7 @@ class LakeModel(RuleBasedStateMachine):
         )
         self.say(f"compact: {result.status} {result.error}")
 
+    @precondition(lambda self: self.ready())
     @rule(point=st.sampled_from(sorted(COMPACT_CRASHES)))
     def compact_killed(self, point: str) -> None:
         where, attribute, number = COMPACT_CRASHES[point]
@@ -218,6 +267,7 @@ class LakeModel(RuleBasedStateMachine):
             except Killed:
                 self.say(f"compact killed at {point}")
 
+    @precondition(lambda self: self.ready())
     @rule()
     def retention(self) -> None:
         [result] = apply_retention(
@@ -225,7 +275,7 @@ class LakeModel(RuleBasedStateMachine):
         )
         self.say(f"retention: {result.status} {getattr(result, 'error', '')}")
 
-    @precondition(lambda self: len(self.users()) > 1)
+    @precondition(lambda self: self.ready() and len(self.users()) > 1)
     @rule(data=st.data())
     def users_delete(self, data: st.DataObject) -> None:
         user = data.draw(st.sampled_from(self.users()))
@@ -235,7 +285,7 @@ class LakeModel(RuleBasedStateMachine):
         if result.status in DONE:
             self.erased.add(user)
 
-    @precondition(lambda self: bool(self.acked))
+    @precondition(lambda self: self.ready() and bool(self.acked))
     @rule(days_back=st.integers(0, 2), table=st.sampled_from(((), ("page",))))
     def replay(self, days_back: int, table: tuple[str, ...]) -> None:
         """``eventlake replay`` of one day (whole, or ``--table page``)."""
@@ -248,6 +298,7 @@ class LakeModel(RuleBasedStateMachine):
         except Exception as exc:  # refused (nothing synced in the range, ...): changes nothing
             self.say(f"replay {day} {table} refused: {type(exc).__name__}: {exc}")
 
+    @precondition(lambda self: self.ready())
     @rule(kind=st.sampled_from(("string", "decimal(38,6)")))
     def set_type(self, kind: str) -> None:
         """``eventlake schema set-type`` of the revenue column (every file of the table rewritten)."""
@@ -260,7 +311,7 @@ class LakeModel(RuleBasedStateMachine):
         except Exception as exc:  # refused (a narrowing change, ...): changes nothing
             self.say(f"set-type revenue {kind} refused: {type(exc).__name__}: {exc}")
 
-    @precondition(lambda self: self.kind != "local")
+    @precondition(lambda self: self.ready() and self.kind != "local")
     @rule()
     def lease_taken_over(self) -> None:
         """A sync stalls before publishing (a GC pause, a network partition) past its lease; a second
@@ -289,7 +340,9 @@ class LakeModel(RuleBasedStateMachine):
 
     # -- foreign writers, imports -------------------------------------------------------------------
 
-    @precondition(lambda self: bool(self.users()) and not (1 in self.avoid and self.kind != "local"))
+    @precondition(
+        lambda self: self.ready() and bool(self.users()) and not (1 in self.avoid and self.kind != "local")
+    )
     @rule(data=st.data())
     def foreign_file(self, data: st.DataObject) -> None:
         """Another writer (Segment Data Lakes during the migration's overlap) puts a Parquet file
@@ -306,7 +359,9 @@ class LakeModel(RuleBasedStateMachine):
         self.foreign.append(message)
         self.say(f"foreign file into {table} {values}")
 
-    @precondition(lambda self: self.importing is None and bool(self.users()) and 2 not in self.avoid)
+    @precondition(
+        lambda self: self.ready() and self.importing is None and bool(self.users()) and 2 not in self.avoid
+    )
     @rule(days=st.integers(2, 3), data=st.data())
     def import_start(self, days: int, data: st.DataObject) -> None:
         """``eventlake import`` of a Segment archive of the ``days`` days before yesterday starts:

@@ -298,14 +298,14 @@ class World:
     def partition_folders(self) -> list[tuple[str, tuple[str, ...], Any]]:
         """(table, values, base folder) of every partition the catalog has."""
         keys = layout.partition_columns(self.source.date_partition)
+        locations = self.catalog.table_locations(self.database)
         found = []
         for table in TABLES:
-            if table not in self.catalog.list_tables(self.database):
+            if table not in locations:
                 continue
             for values in self.catalog.partitions(self.database, table):
-                folder = layout.table_dir(self.lake, self.source.dir_name, table) / layout.partition_subdir(
-                    keys, values
-                )
+                base = to_location(locations[table].rstrip("/"))
+                folder = base / layout.partition_subdir(keys, tuple(values))
                 found.append((table, tuple(values), folder))
         return sorted(found, key=lambda f: (f[0], f[1]))
 
