@@ -343,8 +343,8 @@ class LakeModel(RuleBasedStateMachine):
     @precondition(
         lambda self: self.ready() and bool(self.users()) and not (1 in self.avoid and self.kind != "local")
     )
-    @rule(data=st.data())
-    def foreign_file(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), narrow=st.just(False))
+    def foreign_file(self, data: st.DataObject, narrow: bool = False) -> None:
         """Another writer (Segment Data Lakes during the migration's overlap) puts a Parquet file
         into a partition folder of a table."""
         folders = [f for f in self.world.partition_folders() if f[0] == "track_order_completed"]
@@ -355,7 +355,7 @@ class LakeModel(RuleBasedStateMachine):
         message = Message(
             f"f{next(self.numbers)}", data.draw(st.sampled_from(self.users())), start + timedelta(seconds=1)
         )
-        self.world.write_foreign(folder, message.message_id, message.user, message.received)
+        self.world.write_foreign(folder, table, message.message_id, message.user, message.received, narrow)
         self.foreign.append(message)
         self.say(f"foreign file into {table} {values}")
 

@@ -112,3 +112,31 @@ def test_a_first_sync_just_after_midnight_leaves_yesterday_open(
         ("start", {"start": 24 * 3600 - 5}), ("advance", {"seconds": 10}), ("sync_once", {}),
         ("seal", {"count": 1, "late": 0, "skew": -10, "kind": "track", "data": First()}),
     ])  # fmt: skip
+
+
+@pytest.mark.xfail(
+    reason="found by the model, open: DuckDB cannot open a lake with such a table", strict=False
+)
+def test_a_table_whose_only_file_lacks_a_column_leaves_the_lake_readable(
+    model_moto: Any, tmp_path: Path
+) -> None:
+    """Found by the model (``make model-check``-style run, seed 4, local): once ``users delete``
+    emptied a table, a file written into it by another writer with fewer columns than the table's
+    (an older SDL schema) makes eventlake's DuckDB engine refuse the whole lake: "Binder Error:
+    Column "event" referenced that exists in the SELECT clause - but this column cannot be
+    referenced before it is defined"."""
+    replay("local", model_moto, tmp_path, [
+        ("start", {"start": 10 * 3600}), ("seal", TRACK), ("sync_once", {}),
+        ("users_delete", {"data": First()}), ("foreign_file", {"data": First(), "narrow": True}),
+    ])  # fmt: skip
+
+
+@pytest.mark.xfail(reason="defect 1", strict=False)
+def test_sdl_writing_into_a_rewritten_partition_after_adopt_is_data(model_moto: Any, tmp_path: Path) -> None:
+    """Found by the model (seed 1, S3, ``MODEL_AVOID=2,5``): Segment Data Lakes, still writing
+    during the migration's overlap, puts a file into a partition ``schema set-type`` moved to a
+    version folder; the next ``eventlake adopt`` does not make it data (readers miss it)."""
+    replay("s3", model_moto, tmp_path, [
+        ("start", {"start": 10 * 3600, "sdl": True}), ("adopt", {}), ("set_type", {"kind": "string"}),
+        ("sdl_syncs", {"hours": 2}), ("adopt", {}),
+    ])  # fmt: skip

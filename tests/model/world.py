@@ -309,18 +309,29 @@ class World:
                 found.append((table, tuple(values), folder))
         return sorted(found, key=lambda f: (f[0], f[1]))
 
-    def write_foreign(self, folder: Any, message_id: str, user: str, received: datetime) -> None:
+    def write_foreign(
+        self, folder: Any, table: str, message_id: str, user: str, received: datetime, narrow: bool = False
+    ) -> None:
         """A Parquet file as Segment Data Lakes names its own (``part-00000-<uuid>.c000.snappy
-        .parquet``) in a partition's folder: the migration guide's overlap, or any other writer."""
-        table = pa.table(
-            {
-                "message_id": [message_id],
-                "user_id": [user],
-                "received_at": pa.array([received], pa.timestamp("us", tz="UTC")),
-            }
-        )
+        .parquet``) in a partition's folder of ``table``: the migration guide's overlap, or any other
+        writer. It has the table's columns (nulls but the id, user and received time), as SDL writes
+        its rows; ``narrow``: only those three columns."""
+        from eventlake.schema.arrow import arrow_schema
+
+        values = {"message_id": message_id, "user_id": user, "received_at": received}
+        if narrow:
+            schema = pa.schema(
+                [
+                    ("message_id", pa.string()),
+                    ("user_id", pa.string()),
+                    ("received_at", pa.timestamp("us", tz="UTC")),
+                ]
+            )
+        else:
+            schema = arrow_schema(self.catalog.table_columns(self.database, table) or ())
+        rows = pa.Table.from_pylist([{name: values.get(name) for name in schema.names}], schema=schema)
         sink = io.BytesIO()
-        pq.write_table(table, sink, compression="snappy")
+        pq.write_table(rows, sink, compression="snappy")
         self.storage.write(folder / f"part-00000-{uuid.uuid4()}.c000.snappy.parquet", sink.getvalue())
 
 
