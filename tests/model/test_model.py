@@ -26,7 +26,7 @@ AVOID = (
     frozenset(int(n) for n in os.environ.get("MODEL_AVOID", "").split(",") if n) if LONG else KNOWN_DEFECTS
 )
 BUDGET = settings(
-    stateful_step_count=int(os.environ.get("MODEL_STEPS", "50" if LONG else "30")),
+    stateful_step_count=int(os.environ.get("MODEL_STEPS", "50" if LONG else "25")),
     deadline=None,
     derandomize=not LONG,  # the fixed budget: the same examples every run; long: a new seed each run
     suppress_health_check=list(HealthCheck),
@@ -36,7 +36,7 @@ BUDGET = settings(
 )
 
 # the fixed budget: about 40 s on a local lake, 70 s on S3 (each storage call an HTTP request to moto)
-EXAMPLES = {"local": 6, "s3": 4}
+EXAMPLES = {"local": 5, "s3": 3}
 
 
 def budget(kind: str) -> settings:
@@ -139,4 +139,26 @@ def test_sdl_writing_into_a_rewritten_partition_after_adopt_is_data(model_moto: 
     replay("s3", model_moto, tmp_path, [
         ("start", {"start": 10 * 3600, "sdl": True}), ("adopt", {}), ("set_type", {"kind": "string"}),
         ("sdl_syncs", {"hours": 2}), ("adopt", {}),
+    ])  # fmt: skip
+
+
+@pytest.mark.xfail(reason="defect 1", strict=False)
+def test_adopt_reruns_after_users_delete_rewrote_the_adopted_files(model_moto: Any, tmp_path: Path) -> None:
+    """Found by the model (seed 2, local, ``MODEL_AVOID=1,5``): once ``users delete`` rewrote every
+    SDL file of an adopted lake, a rerun of ``eventlake adopt`` (the migration guide's overlap)
+    fails: "no SDL data under ..." (``adopt._folders`` counts SDL-named files only)."""
+    replay("local", model_moto, tmp_path, [
+        ("start", {"start": 10 * 3600, "sdl": True}), ("adopt", {}), ("users_delete", {"data": First()}),
+        ("adopt", {}),
+    ])  # fmt: skip
+
+
+@pytest.mark.xfail(reason="defect 1", strict=False)
+def test_a_replay_keeps_a_foreign_file_of_its_partitions(model_moto: Any, tmp_path: Path) -> None:
+    """Found by the model (local): a replay replaces a partition whole, and a file another writer
+    put there (SDL's, during the migration's overlap) is lost."""
+    replay("local", model_moto, tmp_path, [
+        ("start", {"start": 10 * 3600}), ("seal", TRACK), ("sync_once", {}),
+        ("foreign_file", {"data": First()}), ("advance", {"seconds": 3600}),
+        ("replay", {"days_back": 0, "table": ()}),
     ])  # fmt: skip
