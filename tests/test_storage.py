@@ -7,6 +7,7 @@ checked in the local-only tests at the end."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import stat
 import sys
@@ -129,7 +130,7 @@ def test_read_of_a_missing_file_is_file_not_found(storage, root):
 
 
 def test_a_streamed_write_appears_whole_when_the_block_ends(storage, root, monkeypatch):
-    if not isinstance(storage, LocalStorage):  # object stores: spill the buffer to disk
+    if hasattr(sys.modules[type(storage).__module__], "SPOOL_BYTES"):  # Azure: spill the buffer to disk
         monkeypatch.setattr(sys.modules[type(storage).__module__], "SPOOL_BYTES", 1024)
     path = root / "day=1" / "part.parquet"
     with storage.open_write(path) as handle:
@@ -225,6 +226,59 @@ def test_delete_many_deletes_every_path_and_accepts_missing_ones(storage, root):
     assert names(storage, root) == ["keep"]
 
 
+def _s3_requests(storage: Storage, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The S3 client's object writes from now on: (call, bytes sent)."""
+    sent: list[tuple[str, int]] = []
+    client = storage.client  # type: ignore[attr-defined]
+    for call in ("put_object", "upload_part", "create_multipart_upload", "complete_multipart_upload",
+                 "abort_multipart_upload"):  # fmt: skip
+
+        def recorded(
+            *args: object, _call: str = call, _real: object = getattr(client, call), **kwargs: object
+        ):
+            body = kwargs.get("Body", b"")
+            sent.append((_call, len(body) if isinstance(body, bytes) else -1))
+            return _real(*args, **kwargs)  # type: ignore[operator]
+
+        monkeypatch.setattr(client, call, recorded)
+    return sent
+
+
+def test_s3_streams_a_big_object_in_parts_holding_one_part(s3_storage, monkeypatch):
+    """Past one part, a streamed write is a multipart upload sent as it is written (S3 takes at
+    most 5 GB in one put: a merged index day of a busy source is more), completed at the end."""
+    from eventlake.storage import s3
+
+    monkeypatch.setattr(s3, "PART_BYTES", 5 * 1024 * 1024, raising=False)  # S3's smallest part
+    sent = _s3_requests(s3_storage, monkeypatch)
+    path = ObjectPath("s3", BUCKET, f"{uuid.uuid4().hex}/merged.keys")
+    chunk = bytes(range(256)) * 4096  # 1 MiB
+    with s3_storage.open_write(path) as handle:
+        for n in range(12):
+            handle.write(chunk)
+            if n == 7:  # a part is sent once written, not at the end
+                assert [call for call, _ in sent] == ["create_multipart_upload", "upload_part"]
+        assert not s3_storage.exists(path)
+    assert [call for call, _ in sent] == [
+        "create_multipart_upload",
+        *["upload_part"] * 3,
+        "complete_multipart_upload",
+    ]
+    assert max(size for _, size in sent) <= s3.PART_BYTES
+    assert s3_storage.read(path) == chunk * 12
+
+    sent.clear()
+    with pytest.raises(RuntimeError), s3_storage.open_write(path.parent / "aborted.keys") as handle:
+        handle.write(chunk * 6)
+        raise RuntimeError("killed")
+    assert [call for call, _ in sent] == ["create_multipart_upload", "upload_part", "abort_multipart_upload"]
+    assert not s3_storage.exists(path.parent / "aborted.keys")
+    sent.clear()
+    with s3_storage.open_write(path.parent / "small.json") as handle:
+        handle.write(b"{}")
+    assert sent == [("put_object", 2)]
+
+
 def test_s3_publishes_many_with_copies_then_delete_objects_in_batches(s3_storage, monkeypatch):
     from eventlake.storage import s3
 
@@ -271,6 +325,29 @@ def test_write_new_creates_only_when_nothing_is_there(storage, root):
     assert storage.read(lease) == b"holder-2"
 
 
+def test_write_if_match_replaces_only_the_version_read(storage, root):
+    """The compare-and-swap a lease's renewal, release and takeover stand on: of two writers that
+    read one version, the first replaces it and the second is refused; a deleted file is not
+    brought back. (moto and Azurite both honour If-Match on a put: the S3 and Azure runs of this
+    test fail if a store ignored it.)"""
+    lease = root / "_state" / "lease"
+    storage.write(lease, b"holder-1")
+    data, tag = storage.read_tagged(lease)
+    assert data == b"holder-1"
+    renewed = storage.write_if_match(lease, b"holder-1 renewed", tag)
+    assert renewed is not None and renewed != tag
+    assert storage.write_if_match(lease, b"taken over", tag) is None  # the version read is gone
+    assert storage.read_tagged(lease) == (b"holder-1 renewed", renewed)
+    taken = storage.write_if_match(lease, b"taken over", renewed)
+    assert taken is not None and storage.read(lease) == b"taken over"
+    storage.delete(lease)
+    assert storage.write_if_match(lease, b"brought back", taken) is None
+    assert not storage.exists(lease)
+    assert names(storage, root) == []
+    with pytest.raises(FileNotFoundError):
+        storage.read_tagged(lease)
+
+
 def test_read_ranges_returns_each_range_in_the_order_asked(storage, root, monkeypatch):
     from eventlake.storage import base
 
@@ -299,6 +376,23 @@ def test_local_writes_leave_no_temporary_file_in_the_folder(tmp_path):
     assert storage.write_new(folder / "lease", b"1") and not storage.write_new(folder / "lease", b"2")
     assert sorted(p.name for p in folder.iterdir()) == ["lease", "state.json"]
     assert stat.S_IMODE((folder / "lease").stat().st_mode) == 0o644
+
+
+def test_a_local_streamed_write_never_follows_a_link_planted_at_a_temporary_name(tmp_path):
+    """Another user of a shared folder plants a symlink where a writer used to put its temporary
+    (``.<name>.<pid>.tmp``, predictable): the writer must neither write through it nor publish it."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    folder = tmp_path / "lake"
+    folder.mkdir()
+    path = folder / "state.json"
+    planted = folder / f".state.json.{os.getpid()}.tmp"
+    planted.symlink_to(victim)
+    with LocalStorage().open_write(path) as handle:
+        handle.write(b"new")
+    assert victim.read_bytes() == b"keep me"
+    assert not path.is_symlink() and path.read_bytes() == b"new"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
 def test_local_delete_tree_removes_the_folder(tmp_path):

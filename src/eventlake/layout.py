@@ -16,18 +16,26 @@ service and tools), ``sql-service/`` (where the running Spark Thrift servers lis
 ``locks/``, ``logs/``.
 
 Which files of a partition folder are data (:func:`partition_data`; every reader in eventlake
-applies it)::
+applies it, through :mod:`eventlake.partitions`)::
 
     part-<run>-00000.parquet             a sync's file: data
     part-compact-<run>-00000.parquet     a compaction's output: data once its marker is in the folder
     _compact-<run>.json                  that compaction's commit marker: the files it ``replaced``
                                          are no longer data (they are deleted right after)
-    _v-000003-<rewrite>/                 a version folder (object stores): the partition's whole
-                                         content after a rewrite, committed by the rewrite's
+    _v-000003-<rewrite>/                 a version folder (object stores): the partition's content
+                                         after a rewrite, committed by the rewrite's
                                          ``_compact-<rewrite>.json`` marker inside it; the committed
-                                         one with the highest number is the partition's data and
-                                         everything else in the folder is not
+                                         one with the highest number is the partition's current
+                                         version: its data files are data, and so is every data file
+                                         outside it that its marker does not ``covers`` (one another
+                                         writer put into the folder after the rewrite listed it:
+                                         Segment Data Lakes during a migration's overlap). eventlake
+                                         writes only into a partition's current folder, so a file of
+                                         its own outside the current version is never data
     .* and _*                            never data (as for Spark, Hive and Athena)
+
+The states a partition goes through are in ``docs/sync.md`` ("A partition's states") and
+:func:`partition_state`.
 
 How a rewrite of a partition moves readers from one set of files to the other is in
 :mod:`eventlake.sync.rewrite`; reading these names through storage is :mod:`eventlake.partitions`.
@@ -40,7 +48,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from enum import Enum
 from pathlib import Path
 
 from eventlake.storage.location import Location, relative_to
@@ -185,7 +195,8 @@ def output_run_id(file_name: str) -> str | None:
     return None
 
 
-_EVENTLAKE_FILE = re.compile(r"part-(compact-)?\d{8}T\d{9}Z-[0-9a-f]{4}-\d{5}\.parquet")
+# a run's token: 4 hex digits (a sync's run), 16 (a rewrite's: see eventlake.sync.rewrite.RewriteRun)
+_EVENTLAKE_FILE = re.compile(r"part-(compact-)?\d{8}T\d{9}Z-[0-9a-f]{4}(?:[0-9a-f]{12})?-\d{5}\.parquet")
 
 
 def is_eventlake_file_name(file_name: str) -> bool:
@@ -227,22 +238,142 @@ def visible_data_files(names: Collection[str], replaced_by: Callable[[str], Iter
     return visible
 
 
-def partition_data(names: Collection[str], replaced_by: Callable[[str], Iterable[str]]) -> list[str]:
-    """The data files of a partition folder whose files are ``names`` (relative to it: ``x.parquet``
-    in it, ``_v-000002-<id>/x.parquet`` in a version folder), sorted: every data file of its current
-    version folder (:func:`current_version`), else :func:`visible_data_files` of the files in it.
+@dataclass(frozen=True)
+class Marker:
+    """A rewrite's commit marker as the data rule reads it: the names of its folder its outputs
+    ``replaced``; for a version folder's marker, ``covers``: every name of the partition folder
+    (outside the version) the rewrite listed, which the version supersedes (None: a marker written
+    before eventlake recorded them; then what it ``replaced`` and the files it copied, by name);
+    ``foreign``: the version holds rows eventlake did not write (another writer's files, or rows
+    of them rewritten; None: not recorded)."""
 
-    >>> partition_data(["part-r1-00000.parquet", "_v-000001-c1/part-c1-00000.parquet"], lambda m: [])
+    replaced: tuple[str, ...] = ()
+    covers: frozenset[str] | None = None
+    foreign: bool | None = None
+
+
+def partition_data(names: Collection[str], marker: Callable[[str], Marker]) -> list[str]:
+    """The data files of a partition folder whose files are ``names`` (relative to it: ``x.parquet``
+    in it, ``_v-000002-<id>/x.parquet`` in a version folder), sorted: without a committed version
+    folder, :func:`visible_data_files` of the files in it; with one, every data file of its current
+    version (:func:`current_version`) and every data file outside it its marker does not cover
+    (:func:`uncovered`). ``marker(name)`` reads a marker; it is called only when a marker could hide
+    something.
+
+    >>> partition_data(["part-r1-00000.parquet", "_v-000001-c1/part-c1-00000.parquet"], lambda m: Marker())
     ['part-r1-00000.parquet']
-    >>> partition_data(["part-r1-00000.parquet", "_v-000001-c1/part-c1-00000.parquet",
-    ...                 "_v-000001-c1/_compact-c1.json"], lambda m: [])
+    >>> versioned = ["_v-000001-c1/part-c1-00000.parquet", "_v-000001-c1/_compact-c1.json"]
+    >>> partition_data(["part-20261122T104700123Z-1a2b-00000.parquet", *versioned], lambda m: Marker())
+    ['_v-000001-c1/part-c1-00000.parquet']
+    >>> late = "part-00000-3f2c.c000.snappy.parquet"  # another writer's, after the rewrite listed the folder
+    >>> partition_data([late, *versioned], lambda m: Marker(covers=frozenset()))
+    ['_v-000001-c1/part-c1-00000.parquet', 'part-00000-3f2c.c000.snappy.parquet']
+    >>> partition_data([late, *versioned], lambda m: Marker(covers=frozenset([late])))  # it listed it
     ['_v-000001-c1/part-c1-00000.parquet']
     """
+    versions = committed_versions(names)
+    base = visible_data_files([n for n in names if "/" not in n], lambda m: marker(m).replaced)
+    if not versions:
+        return base
+    return _with_versions(names, versions, base, marker, is_data_file_name, is_eventlake_file_name)
+
+
+def _with_versions(
+    names: Collection[str], versions: list[str], base: list[str], marker: Callable[[str], Marker],
+    is_data: Callable[[str], bool], own: Callable[[str], bool],
+) -> list[str]:  # fmt: skip
+    current = versions[0]
+    inside: list[str] = []
+    older: list[str] = []
+    for name in names:
+        folder, _, leaf = name.partition("/")
+        if leaf and "/" not in leaf and is_data(leaf) and folder in versions:
+            (inside if folder == current else older).append(name)
+    return sorted(inside + uncovered(names, versions, base + older, marker, own))
+
+
+def uncovered(
+    names: Collection[str],
+    versions: list[str],
+    outside: list[str],
+    marker: Callable[[str], Marker],
+    own: Callable[[str], bool] = lambda name: is_eventlake_file_name(name),
+) -> list[str]:
+    """Of the data files ``outside`` the current version (the first of ``versions``, the committed
+    version folders highest first), those no committed version supersedes: files of another writer
+    that appeared after the current version listed the folder. A file eventlake wrote is never one
+    (``own``: eventlake writes into a partition's current folder only); the markers are read only
+    when another writer's file is there.
+
+    >>> names = ["x.parquet", "_v-000001-c1/_compact-c1.json"]
+    >>> uncovered(names, ["_v-000001-c1"], ["x.parquet"], lambda m: Marker(covers=frozenset()))
+    ['x.parquet']
+    >>> uncovered(names, ["_v-000001-c1"], ["x.parquet"], lambda m: Marker(replaced=("x.parquet",)))
+    []
+    """
+    foreign = [n for n in outside if not own(n.rsplit("/", 1)[-1])]
+    if not foreign:
+        return []
+    covered: set[str] = set()
+    for version in versions:  # highest first; a marker that records what it covers ends the walk
+        inside = [n.split("/", 1)[1] for n in names if n.startswith(version + "/")]
+        for leaf in (n for n in inside if marker_run_id(n) is not None):
+            found = marker(f"{version}/{leaf}")
+            if found.covers is not None:
+                return [n for n in foreign if n not in covered and n not in found.covers]
+            leaves = set(inside)  # written before covers were recorded: what it replaced and copied
+            covered |= set(found.replaced)
+            copied = {n for n in names if not n.startswith(version + "/") and n.rsplit("/", 1)[-1] in leaves}
+            covered |= copied
+    return [n for n in foreign if n not in covered]
+
+
+class PartitionState(str, Enum):
+    """Where a partition folder is in its life (see ``docs/sync.md``, "A partition's states")."""
+
+    BASE_ONLY = "base-only"  # no committed version folder: its data is the files in it
+    REWRITING = "rewriting"  # a version folder newer than the current one, not committed (yet)
+    VERSIONED = "versioned"  # its data is its current version folder's: the catalog points there
+    VERSIONED_FOREIGN = "versioned+foreign"  # and data files outside it (another writer's, later)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def partition_state(names: Collection[str], data: Collection[str]) -> PartitionState:
+    """The state of a partition folder whose files are ``names`` and whose data (by
+    :func:`partition_data`) is ``data``. (Old files waiting for their grace period are not a state of
+    their own: they are outside the data, see ``docs/sync.md``.)
+
+    >>> v1 = ["_v-000001-c1/a.parquet", "_v-000001-c1/_compact-c1.json"]
+    >>> str(partition_state(["a.parquet"], ["a.parquet"])), str(partition_state(v1, v1[:1]))
+    ('base-only', 'versioned')
+    >>> str(partition_state([*v1, "b.parquet"], [v1[0], "b.parquet"]))
+    'versioned+foreign'
+    >>> str(partition_state([*v1, "_v-000002-c2/a.parquet"], v1[:1]))
+    'rewriting'
+    """
+    versions = committed_versions(names)
+    numbers = [version_number(n.partition("/")[0]) for n in names]
+    newest = max((number for number in numbers if number is not None), default=0)
+    if newest and (not versions or version_number(versions[0]) != newest):
+        return PartitionState.REWRITING
+    if not versions:
+        return PartitionState.BASE_ONLY
+    if any(not n.startswith(versions[0] + "/") for n in data):
+        return PartitionState.VERSIONED_FOREIGN
+    return PartitionState.VERSIONED
+
+
+def outside_current_version(names: Collection[str], data: Collection[str]) -> list[str]:
+    """The data files of a versioned partition that are not in its current version folder (the
+    catalog's readers do not see them until a rewrite takes them in); [] for any other partition.
+
+    >>> outside_current_version(["a.parquet", "_v-000001-c/_compact-c.json"], ["a.parquet"])
+    ['a.parquet']
+    """
     version = current_version(names)
-    if version is not None:
-        inside = (n.split("/", 1) for n in names if n.startswith(version + "/"))
-        return sorted(f"{version}/{name}" for _, name in inside if is_data_file_name(name))
-    return visible_data_files([n for n in names if "/" not in n], replaced_by)
+    return [] if version is None else sorted(n for n in data if not n.startswith(version + "/"))
 
 
 VERSION_PREFIX = "_v-"  # a partition's version folder: _v-000003-<rewrite id>
@@ -267,12 +398,18 @@ def current_version(names: Collection[str]) -> str | None:
     """The partition's current version folder: of the version folders among ``names`` (relative to
     the partition folder) holding a commit marker, the one with the highest number; None when none
     does (the partition's data is the files in its folder)."""
-    committed = [
+    versions = committed_versions(names)
+    return versions[0] if versions else None
+
+
+def committed_versions(names: Collection[str]) -> list[str]:
+    """The version folders among ``names`` holding a commit marker, highest number first."""
+    committed = {
         (number, folder)
         for folder, _, name in (n.partition("/") for n in names)
         if name and marker_run_id(name) is not None and (number := version_number(folder)) is not None
-    ]
-    return max(committed)[1] if committed else None
+    }
+    return [folder for _, folder in sorted(committed, reverse=True)]
 
 
 def next_version_number(names: Collection[str]) -> int:
@@ -376,25 +513,23 @@ def _merged_report_run(name: str) -> str | None:
     return None
 
 
-def report_folder_files(names: Collection[str], replaced_by: Callable[[str], Iterable[str]]) -> list[str]:
+def report_folder_files(names: Collection[str], marker: Callable[[str], Marker]) -> list[str]:
     """The report files of one source's day folder whose files are ``names`` (relative to it, as
     :func:`eventlake.partitions.report_folder_names` gives them), sorted: every report file of its
     current version folder (:func:`current_version`), else its per-run files and the merged files
     whose marker is there, less what a marker there replaced. Each report is in exactly one of them.
+    The rule of :func:`partition_data`, for report files, which only eventlake writes.
 
     >>> names = ["report-r1.json", "report-r2.json", "reports-compact-c1.json"]
-    >>> report_folder_files(names, lambda m: [])  # c1's marker is not there: not merged yet
+    >>> report_folder_files(names, lambda m: Marker())  # c1's marker is not there: not merged yet
     ['report-r1.json', 'report-r2.json']
-    >>> report_folder_files([*names, "_compact-c1.json", "report-r3.json"], lambda m: names[:2])
+    >>> merged = Marker(replaced=tuple(names[:2]))
+    >>> report_folder_files([*names, "_compact-c1.json", "report-r3.json"], lambda m: merged)
     ['report-r3.json', 'reports-compact-c1.json']
     >>> report_folder_files(["run_id=r1/report.json", "_v-000001-c1/_compact-c1.json",
-    ...                      "_v-000001-c1/reports-compact-c1.json"], lambda m: [])
+    ...                      "_v-000001-c1/reports-compact-c1.json"], lambda m: Marker())
     ['_v-000001-c1/reports-compact-c1.json']
     """
-    version = current_version(names)
-    if version is not None:
-        inside = [n[len(version) + 1 :] for n in names if n.startswith(version + "/")]
-        return sorted(f"{version}/{n}" for n in inside if "/" not in n and _is_report_name(n))
     markers = {run: name for name in names if "/" not in name and (run := marker_run_id(name)) is not None}
     found = [
         n for n in names
@@ -402,12 +537,20 @@ def report_folder_files(names: Collection[str], replaced_by: Callable[[str], Ite
         or _merged_report_run(n) in markers
     ]  # fmt: skip
     if markers:
-        hidden = {replaced for marker in markers.values() for replaced in replaced_by(marker)}
+        hidden = {replaced for name in markers.values() for replaced in marker(name).replaced}
         found = [n for n in found if n not in hidden]
+    versions = committed_versions(names)
+    if versions:
+        return _with_versions(names, versions, found, marker, _is_report_name, lambda name: True)
     return sorted(found)
 
 
 def _is_report_name(name: str) -> bool:
+    return is_report_name(name)
+
+
+def is_report_name(name: str) -> bool:
+    """A report file's name (a run's, or a day's merged reports)."""
     return is_run_report_name(name) or _merged_report_run(name) is not None
 
 
@@ -515,9 +658,26 @@ def sync_health_file(lake: Location, source_id: str) -> Location:
     return lake / DATA / "_state" / "sync-health" / f"{source_id}.json"
 
 
+def damaged_files_file(lake: Location, source_id: str) -> Location:
+    """The source's damaged archive files, quarantined by name (never read again unless a retry is
+    asked): ``_state/damaged/<source-id>.json`` (see sync/damaged.py)."""
+    return lake / DATA / "_state" / "damaged" / f"{source_id}.json"
+
+
+def damaged_retry_file(lake: Location, source_id: str) -> Location:
+    """When a retry of the source's damaged archive files was last asked (``eventlake sync
+    --rescan``): ``_state/damaged-retry/<source-id>.json``."""
+    return lake / DATA / "_state" / "damaged-retry" / f"{source_id}.json"
+
+
 def closed_day_file(lake: Location, source_id: str, day_ms: int) -> Location:
     """A closed received day's synced archive files: ``_state/ledger-days/<source-id>/<day-ms>.json``."""
     return state_dir(lake, "ledger-days", source_id) / f"{day_ms}.json"
+
+
+def archive_expired_file(lake: Location, source_id: str) -> Location:
+    """The newest archive day retention deleted: ``_state/archive-expired/<source-id>.json``."""
+    return lake / DATA / "_state" / "archive-expired" / f"{source_id}.json"
 
 
 def reopened_days_dir(lake: Location, source_id: str) -> Location:

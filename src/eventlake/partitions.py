@@ -1,40 +1,95 @@
 """A table's partition folders as every reader in eventlake sees them, read through
 :mod:`eventlake.storage`: their files (:func:`partition_listing`, :func:`folder_names`), which of
 them are data (:func:`partition_files`, :func:`table_data_files`: the rule of
-:func:`eventlake.layout.partition_data`), where a partition's data is now (:func:`current_folder`),
-and the commit marker's content (:func:`marker_document`, :func:`marker_replaced`), which
-:mod:`eventlake.sync.rewrite` writes when it rewrites a partition. The names are in
-:mod:`eventlake.layout`.
+:func:`eventlake.layout.partition_data`; every caller asks here, nobody re-derives it), whether
+they hold rows another writer wrote (:func:`holds_foreign_data`), where a partition's data is now
+(:func:`current_folder`), and the commit marker's content (:func:`marker_document`,
+:func:`read_marker`), which :mod:`eventlake.sync.rewrite` writes when it rewrites a partition. The
+names are in :mod:`eventlake.layout`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 import orjson
 
 from eventlake import layout
-from eventlake.layout import current_version, partition_data, version_number
+from eventlake.layout import Marker, current_version, partition_data, version_number
 from eventlake.storage.base import BATCH_THREADS, FileInfo, Storage, in_parallel
 from eventlake.storage.location import Location, relative_to
 
 
-def marker_document(run_id: str, files: Iterable[str], replaced: Iterable[str]) -> bytes:
-    """A rewrite's commit marker: its outputs and the names they replace, in one folder."""
-    document = {"run_id": run_id, "files": sorted(files), "replaced": sorted(replaced)}
+def marker_document(
+    run_id: str, files: Iterable[str], replaced: Iterable[str], *, kind: str = "",
+    covers: Iterable[str] | None = None, foreign: bool | None = None,
+) -> bytes:  # fmt: skip
+    """A rewrite's commit marker: its outputs and the names they replace, in one folder; for a
+    version folder's, also every name of the partition it ``covers`` (supersedes) and whether it
+    holds rows another writer wrote (see :class:`eventlake.layout.Marker`); the rewrite's ``kind``."""
+    document: dict[str, object] = {"run_id": run_id, "files": sorted(files), "replaced": sorted(replaced)}
+    if kind:
+        document["kind"] = kind
+    if covers is not None:
+        document["covers"] = sorted(covers)
+    if foreign is not None:
+        document["foreign"] = foreign
     return orjson.dumps(document, option=orjson.OPT_INDENT_2)
+
+
+def parse_marker(data: bytes) -> Marker:
+    """A marker's content as the data rule reads it."""
+    document = orjson.loads(data)
+    covers = document.get("covers")
+    return Marker(
+        tuple(document["replaced"]), None if covers is None else frozenset(covers), document.get("foreign")
+    )
 
 
 def marker_replaced(data: bytes) -> list[str]:
     """The names a marker's rewrite replaced."""
-    return list(orjson.loads(data)["replaced"])
+    return list(parse_marker(data).replaced)
+
+
+def read_marker(storage: Storage, folder: Location) -> Callable[[str], Marker]:
+    """The reader of the markers of partition ``folder`` (by name relative to it) that the rule of
+    :func:`~eventlake.layout.partition_data` asks for; each read once."""
+    found: dict[str, Marker] = {}
+
+    def read(name: str) -> Marker:
+        if name not in found:
+            found[name] = parse_marker(storage.read(folder / name))
+        return found[name]
+
+    return read
 
 
 def partition_files(storage: Storage, folder: Location, names: Collection[str]) -> list[str]:
     """:func:`~eventlake.layout.partition_data` of one partition folder whose files are ``names``
     (relative to it, as :func:`partition_listing` gives them), reading its markers through
     ``storage``."""
-    return partition_data(names, lambda marker: marker_replaced(storage.read(folder / marker)))
+    return partition_data(names, read_marker(storage, folder))
+
+
+def holds_foreign_data(
+    storage: Storage, folder: Location, names: Collection[str], data: Collection[str] | None = None
+) -> bool:
+    """Whether a partition's data (``data``, default :func:`partition_files`) holds rows eventlake
+    did not write (Segment Data Lakes', another writer's): a Parquet data file of another writer's
+    name, or a current version whose marker says its rewrite took in such rows. A partition
+    rewritten before markers recorded it says False (``eventlake adopt``'s progress file names the
+    partitions adopted)."""
+    if data is None:
+        data = partition_files(storage, folder, names)
+    leaves = [name.rsplit("/", 1)[-1] for name in data]
+    if any(layout.is_data_file_name(leaf) and not layout.is_eventlake_file_name(leaf) for leaf in leaves):
+        return True
+    version = current_version(names)
+    if version is None:
+        return False
+    markers = [n for n in names if n.startswith(version + "/") and layout.marker_run_id(n.split("/", 1)[1])]
+    reader = read_marker(storage, folder)
+    return any(bool(reader(marker).foreign) for marker in markers)
 
 
 def partition_listing(
@@ -156,6 +211,5 @@ def _report_files(storage: Storage, root: Location, pattern: str, depth: int) ->
             folders.setdefault(folder, {})[name] = info
     found = []
     for folder, names in folders.items():
-        replaced = lambda marker, folder=folder: marker_replaced(storage.read(folder / marker))  # noqa: E731
-        found += [names[n].path for n in layout.report_folder_files(names, replaced)]
+        found += [names[n].path for n in layout.report_folder_files(names, read_marker(storage, folder))]
     return sorted(found)

@@ -3,7 +3,10 @@ are found, where they land, reruns, broken files and clear errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
+import types
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import orjson
@@ -12,10 +15,15 @@ import pytest
 from eventlake import layout
 from eventlake.archive import list_archive_files
 from eventlake.archive.importer import import_segment_archive
+from eventlake.config import RetentionSettings
 from eventlake.errors import UsageError
 from eventlake.storage import LocalStorage
+from eventlake.sync.ledger import Ledger
+from eventlake.sync.retention import apply_retention
+from tests.conftest import Lake
 
 DAY_1, DAY_2 = 1566086400000, 1566172800000
+MINUTE, HOUR = 60_000, 3_600_000
 
 
 def segment_file(root: Path, source: str, day_ms: int, name: str, messages: list[dict]) -> Path:
@@ -115,3 +123,73 @@ def test_a_folder_without_segment_files_is_a_clear_error(tmp_path: Path) -> None
         UsageError, match=r"no Segment archive files under .*<segment-source-id>/<day-ms>/<file>.gz"
     ):
         import_segment_archive(LocalStorage(), tmp_path / "empty", LocalStorage(), tmp_path / "lake", "ours")
+
+
+def test_importing_again_after_retention_brings_no_expired_day_back(
+    export: Path, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34, defect 7: retention deleted the archive days (and their ledger day files) past
+    ``archive_days``; importing the same Segment archive again wrote them back and the next sync
+    synced their messages again. The import now skips the days retention deleted, and says so."""
+    from tests.sync.test_ledger import WallClock, sync
+
+    settings = dataclasses.replace(lake.settings, retention=RetentionSettings(archive_days=7, table_days=0))
+    storage, root, source_id = settings.lake.storage(), settings.lake.root, lake.source.id
+    ledger = Ledger(storage, root, source_id)
+    start = datetime(2019, 9, 30, 12, tzinfo=timezone.utc)
+    now = int(start.timestamp() * 1000)
+    wall = WallClock(now)  # the import's clock (its reopen markers' times)
+    monkeypatch.setattr("eventlake.archive.days.time", types.SimpleNamespace(time=wall.time))
+    first = import_segment_archive(LocalStorage(), export, storage, root, source_id)
+    assert first.files == 2
+    assert len(sync(ledger, now + MINUTE, "run1")) == 2
+    sync(ledger, now + 3 * HOUR, "run2")  # both days closed again, the markers consumed
+    assert not list(storage.list(layout.reopened_days_dir(root, source_id), "*"))
+    retention_at = start + timedelta(hours=3)
+    [retained] = apply_retention(settings, [lake.slug], now=retention_at, say=lambda line: None)
+    assert [(e.kind, e.what) for e in retained.expired] == [
+        ("archive", "2019-08-18"),
+        ("archive", "2019-08-19"),
+    ]
+    assert list_archive_files(storage, root, source_id) == []
+
+    lines: list[str] = []
+    wall.ms = now + 4 * HOUR
+    again = import_segment_archive(LocalStorage(), export, storage, root, source_id, say=lines.append)
+    assert sync(ledger, wall.ms + MINUTE, "run3") == []  # nothing synced again: no message comes back
+    assert list_archive_files(storage, root, source_id) == []
+    assert (again.files, again.expired, again.expired_through) == (0, 2, DAY_2)
+    assert any("skipped 2 files of 2 days up to 2019-08-19" in line and "retention" in line for line in lines)
+
+    # a day after the retention's horizon is imported as ever
+    segment_file(export, "AbC123", DAY_2 + 86_400_000, "1566300000000.e5f6.gz", [{"messageId": "m4"}])
+    newer = import_segment_archive(LocalStorage(), export, storage, root, source_id)
+    assert (newer.files, newer.expired) == (1, 2)
+    assert len(sync(ledger, wall.ms + 2 * MINUTE, "run4")) == 1
+
+
+def test_retention_keeps_a_damaged_archive_file_past_its_horizon(lake: Lake) -> None:
+    """A damaged file counts as read for the ledger (its day closes), but none of its messages is in
+    a table: retention keeps it (and says so) instead of deleting the only copy of them."""
+    from eventlake.sync.damaged import DamagedFile, read_damaged, record_run
+    from tests.sync.test_ledger import sync
+
+    settings = dataclasses.replace(lake.settings, retention=RetentionSettings(archive_days=7, table_days=0))
+    storage, root, source_id = settings.lake.storage(), settings.lake.root, lake.source.id
+    good = layout.archive_file(root, source_id, DAY_1, "good")
+    broken = layout.archive_file(root, source_id, DAY_1, "broken")
+    storage.write(good, gzip.compress(b'{"messageId": "m1"}\n'))
+    storage.write(broken, gzip.compress(b'{"messageId": "m2"}\n')[:-8])
+    start = datetime(2019, 9, 30, 12, tzinfo=timezone.utc)
+    now = int(start.timestamp() * 1000)
+    synced = sync(Ledger(storage, root, source_id), now, "run1")  # the run read both, one damaged
+    broken_key = layout.lake_relative(root, broken)
+    assert broken_key in synced
+    record_run(storage, root, source_id, synced, [DamagedFile(broken_key, "truncated", "run1")])
+
+    lines: list[str] = []
+    [retained] = apply_retention(settings, [lake.slug], now=start, say=lines.append)
+    assert (retained.damaged_files, retained.unsynced_files) == (1, 0)
+    assert [f.path.name for f in list_archive_files(storage, root, source_id)] == ["broken.gz"]
+    assert broken_key in read_damaged(storage, root, source_id)
+    assert any("1 damaged archive files past retention are kept" in line for line in lines)

@@ -193,7 +193,11 @@ def test_suppression_lists_live_in_the_bucket(
     stored = objects(moto.endpoint, bucket_of(project), "ev/segment-data")
     key = layout.suppression_file(project.lake, project.source_id)
     assert isinstance(key, ObjectPath)
-    assert list(stored) == [key.key], "the list, and no lease left behind"
+    lock = layout.suppression_lock_file(project.lake, project.source_id)
+    assert isinstance(lock, ObjectPath)
+    # the list, and its writer lock's lease, released (kept: lease numbers are never reused)
+    assert sorted(stored) == sorted([key.key, f"{lock.key}/lease-000000000001.json"])
+    assert orjson.loads(stored[f"{lock.key}/lease-000000000001.json"])["released"] is True
     assert list(orjson.loads(stored[key.key])["users"]) == ["u-gone"]
 
     message_id = f"kept-{uuid.uuid4()}"

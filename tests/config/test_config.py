@@ -73,7 +73,8 @@ def test_the_config_file_is_private_to_its_owner(config: Path) -> None:
     config.chmod(0o644)  # as written by an earlier version
     add_source(config, "web")
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
-    assert sorted(p.name for p in config.parent.iterdir()) == ["eventlake.toml"]  # no temporary left
+    # the lock file of the edits stays; no temporary is left
+    assert sorted(p.name for p in config.parent.iterdir()) == [".eventlake.toml.lock", "eventlake.toml"]
 
 
 @contextlib.contextmanager
@@ -97,7 +98,7 @@ def test_a_failed_write_of_the_config_file_leaves_the_old_one_whole(config: Path
         add_source(config, "app")
     assert config.read_bytes() == before
     assert [s.slug for s in load_settings(config, environ={}).sources] == ["web"]
-    assert sorted(p.name for p in config.parent.iterdir()) == ["eventlake.toml"]
+    assert sorted(p.name for p in config.parent.iterdir()) == [".eventlake.toml.lock", "eventlake.toml"]
 
 
 def test_a_source_that_would_make_the_file_invalid_leaves_it_untouched(config: Path) -> None:

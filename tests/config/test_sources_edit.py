@@ -4,6 +4,9 @@ SourcesWatch following the file's sources (a file that does not load keeps the r
 from __future__ import annotations
 
 import stat
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -135,3 +138,35 @@ def test_the_file_is_looked_at_at_most_once_per_interval(config: Path) -> None:
     add_source(config, "tv", write_key="wk_tv")
     assert watched.check() is None  # within the interval: not looked at
     assert watched.check(force=True) is not None
+
+
+def test_two_edits_at_once_both_land(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two `eventlake sources add` at once (and a disable beside them): each reads the file, checks
+    its new text, writes it; without a lock around the three, the later write drops the other's."""
+    from eventlake.config import writer
+
+    check = writer.settings_from_text
+
+    def slow_check(*args: object, **kwargs: object) -> object:
+        time.sleep(0.3)  # the other edit reads the file meanwhile
+        return check(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer, "settings_from_text", slow_check)
+    start = threading.Barrier(3)
+
+    def edit(run: Callable[[], object]) -> None:
+        start.wait()
+        run()
+
+    threads = [
+        threading.Thread(target=edit, args=(lambda: add_source(config, "android"),)),
+        threading.Thread(target=edit, args=(lambda: add_source(config, "server"),)),
+        threading.Thread(target=edit, args=(lambda: set_source_enabled(config, "ios", False),)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    settings = load_settings(config, environ={})
+    assert sorted(s.slug for s in settings.sources) == ["android", "app", "ios", "server", "web"]
+    assert not settings.source("ios").enabled

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from eventlake import layout
 from eventlake.config import LakeSettings, Settings
 from eventlake.console.app import create_console
 from eventlake.console.lake import LakeWatch
+from eventlake.storage import LocalStorage
 
 
 def _client(tmp_path: Path) -> TestClient:
@@ -36,3 +38,25 @@ def test_csv_cells_that_look_like_formulas_are_defused(tmp_path: Path) -> None:
     answer = _client(tmp_path).post("/query.csv", data={"sql": sql})
     assert answer.status_code == 200
     assert answer.text.splitlines() == ["a,b,c,d", "'=HYPERLINK(1),'-3,plain,"]
+
+
+def test_the_query_box_reads_tables_not_files(tmp_path: Path) -> None:
+    """The deletion audit (``_state/deletions/``) names the erased users: the query box refuses to
+    read it, or any file by path, and says so."""
+    client = _client(tmp_path)
+    lake = tmp_path / "lake"
+    audit = layout.deletion_audit_file(lake, "SRC1", "compact-1")
+    LocalStorage().write(audit, b'{"user_id": "erased-user-42"}\n')
+    for sql in (
+        f"SELECT * FROM read_json('{audit}')",
+        f"SELECT * FROM read_json_auto('{lake}/segment-data/_state/*/*/*.json')",
+        f"SELECT * FROM read_parquet('{lake}/segment-data/**/*.parquet')",
+        f"SELECT * FROM glob('{lake}/**')",
+        f"SELECT * FROM '{audit}'",
+        f"SELECT 1 AS one WHERE EXISTS (SELECT * FROM read_text('{audit}'))",
+    ):
+        answer = client.post("/query", data={"sql": sql})
+        assert answer.status_code == 200 and "erased-user-42" not in answer.text.replace(sql, "")
+        assert "reads the lake&#x27;s tables by name, not files" in answer.text, sql
+        refused = client.post("/query.csv", data={"sql": sql})
+        assert refused.status_code == 400 and "erased-user-42" not in refused.text

@@ -7,11 +7,16 @@ import gzip
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import orjson
+import pytest
+
 from eventlake import layout
+from eventlake.archive.days import reopen_days
 from eventlake.config import LakeSettings, Settings, SourceSettings
 from eventlake.config.settings import Secret
 from eventlake.console.lake import LakeWatch
 from eventlake.storage import LocalStorage
+from eventlake.sync import ledger
 from eventlake.sync.report import (
     BlockedTable,
     SyncResult,
@@ -251,3 +256,68 @@ def test_at_midnight_a_day_s_runs_become_its_summary(tmp_path: Path, monkeypatch
     assert (watch.totals(), _pages(watch), watch.column_runs("web", "page")) == before
     yesterday = (now - timedelta(days=1)).strftime("%Y-%m-%d")
     assert layout.console_day_summary(settings.lake.state_dir, "SRC1", yesterday).is_file()
+
+
+def test_the_pending_files_of_a_source_far_behind_cost_a_few_listings_a_refresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source whose checkpoint is 30 days behind and a disabled source never synced: the ledger
+    lists their whole archive for each look at their pending files; the console's refresh (every
+    5 s) lists it once, then only the days that may have changed."""
+    web = SourceSettings("web", "SRC1", Secret("wk1"), "web")
+    ios = SourceSettings("ios", "SRC2", Secret("wk2"), "ios", enabled=False)
+    settings = Settings(
+        path=None, lake=LakeSettings(root=tmp_path / "lake", state_dir=tmp_path / "state"), sources=(web, ios)
+    )
+    lake, storage = settings.lake.root, LocalStorage()
+    today = day_start_ms(now_utc())
+
+    def archive(source_id: str, day: int, n: int) -> str:
+        path = layout.archive_file(lake, source_id, day, f"{day}-{day + 3_600_000 + n}-aaaa-{n:06d}.gz")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(gzip.compress(b'{"type":"track"}\n'))  # (as sealed; no fsync needed here)
+        return layout.lake_relative(lake, path)
+
+    for days_ago in range(2, 32):  # 30 days, 100 files each: nothing synced since the checkpoint
+        for n in range(100):
+            archive("SRC1", today - days_ago * layout.DAY_MS, n)
+    for days_ago in range(2, 22):  # the disabled source: 20 days, never synced
+        for n in range(100):
+            archive("SRC2", today - days_ago * layout.DAY_MS, n)
+    checkpoint = {"format": ledger.FORMAT, "closed_through": today - 32 * layout.DAY_MS, "open": {}}
+    storage.write(layout.ledger_checkpoint_file(lake, "SRC1"), orjson.dumps(checkpoint))
+
+    listed: list[tuple[str, int]] = []  # the archive's listings: (folder, keys)
+    real_list = LocalStorage.list
+
+    def counted(self: LocalStorage, folder: Path, pattern: str = "*") -> list:
+        found = real_list(self, folder, pattern)
+        if layout.archive_root(lake) in Path(folder).parents:
+            listed.append((str(folder), len(found)))
+        return found
+
+    monkeypatch.setattr(LocalStorage, "list", counted)
+    watch = LakeWatch(settings, collector_url=None)
+
+    def refresh() -> dict[str, int]:
+        listed.clear()
+        watch.refresh()
+        return {h.source.slug: h.unsynced_files for h in watch.health()}
+
+    assert refresh() == {"web": 3000, "ios": 2000}
+    assert sum(keys for _, keys in listed) == 5000  # the whole archive, once
+    for _ in range(3):
+        assert refresh() == {"web": 3000, "ios": 2000}
+        assert len(listed) <= 6 and sum(keys for _, keys in listed) == 0  # today, yesterday, tomorrow
+
+    # what changes the pending files is seen: a new file today, a late file with its marker in an
+    # old day, a sync of some files
+    archive("SRC1", today, 1)
+    old_day = today - 10 * layout.DAY_MS
+    reopen_days(storage, lake, "SRC2", [old_day])
+    archive("SRC2", old_day, 999)
+    synced = [archive("SRC1", today - 5 * layout.DAY_MS, n) for n in range(40)]
+    SyncState(storage, lake, "SRC1").record_synced("r1", synced)
+    assert refresh() == {"web": 3000 + 1 - 40, "ios": 2000 + 1}
+    assert sum(keys for _, keys in listed) == 1 + 101  # today's new file, and the reopened day
+    assert refresh() == {"web": 2961, "ios": 2001}

@@ -2,7 +2,7 @@
 own) run a file at a time: it runs in a thread whose writes of archive files each wait for the
 model's :meth:`Import.step`, so that syncs, clock changes and anything else can happen between two
 files of one import, as they do during an import that takes hours. The files are let through in
-the import's own order (it copies a few at once: the order they are written in is the model's)."""
+the import's own order (it copies a few at once: the order they are read in is the model's)."""
 
 from __future__ import annotations
 
@@ -17,33 +17,26 @@ from eventlake.storage import LocalStorage
 STEP_TIMEOUT = 60.0
 
 
-class _Gated:
-    """The lake's storage, but each write of an archive file (not a reopen marker) waits until
-    :meth:`let` names it, and says its path once written."""
+class _Gate:
+    """The Segment archive's storage as the import reads it, but each read of a file waits until
+    :meth:`let` names it: an import between two files is where a step ends (its reopen markers and
+    its copy of one file are one step, as they are ms apart in production)."""
 
-    def __init__(self, storage: Any, written: queue.Queue[Any]) -> None:
-        self._storage, self._written = storage, written
+    def __init__(self, storage: Any) -> None:
+        self._storage = storage
         self._arrived = threading.Condition()
         self._waiting: dict[str, threading.Event] = {}
 
-    def write(self, path: Any, data: bytes, **options: Any) -> None:
-        if "segment-logs" not in str(path):
-            self._storage.write(path, data, **options)
-            return
+    def read(self, path: Any) -> bytes:
         go = threading.Event()
         with self._arrived:
             self._waiting[str(path)] = go
             self._arrived.notify_all()
         go.wait()
-        try:
-            self._storage.write(path, data, **options)
-        except BaseException as exc:
-            self._written.put(exc)
-            raise
-        self._written.put(path)
+        return bytes(self._storage.read(path))
 
     def arrived(self, timeout: float) -> list[str]:
-        """The paths waiting to be written, once one is (at most ``timeout`` seconds)."""
+        """The files waiting to be read, once one is (at most ``timeout`` seconds)."""
         with self._arrived:
             self._arrived.wait_for(lambda: bool(self._waiting), timeout)
             return sorted(self._waiting)
@@ -52,7 +45,7 @@ class _Gated:
         with self._arrived:
             if not self._arrived.wait_for(lambda: path in self._waiting, timeout):
                 raise AssertionError(
-                    f"the import never came to write {path}; waiting: {sorted(self._waiting)}"
+                    f"the import never came to read {path}; waiting: {sorted(self._waiting)}"
                 )
             self._waiting.pop(path).set()
 
@@ -60,23 +53,43 @@ class _Gated:
         return getattr(self._storage, name)
 
 
+class _Told:
+    """The lake's storage, saying the path of each archive file the import wrote."""
+
+    def __init__(self, storage: Any, written: queue.Queue[Any]) -> None:
+        self._storage, self._written = storage, written
+
+    def write(self, path: Any, data: bytes, **options: Any) -> None:
+        self._storage.write(path, data, **options)
+        if "segment-logs" in str(path):
+            self._written.put(path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+
 class Import:
     """One import of the Segment archive in ``folder`` into the world's source, started at once: it
-    lists what to do and writes its reopen markers, then waits for :meth:`step` before each of the
-    ``targets`` (the archive paths it writes, in its order)."""
+    lists what to do (and, as it does, writes reopen markers), then waits for :meth:`step` before
+    reading each of the ``sources`` (the Segment files, in its order)."""
 
-    def __init__(self, world: Any, folder: Path, targets: list[str]) -> None:
-        self.targets = targets
+    def __init__(self, world: Any, folder: Path, sources: list[str]) -> None:
+        self.sources = sources
         self.done = 0
         self._written: queue.Queue[Any] = queue.Queue()
-        self._gated = _Gated(world.storage, self._written)
+        self._gated = _Gate(LocalStorage())
         self.result: ImportResult | None = None
         self.error: BaseException | None = None
 
         def run() -> None:
             try:
                 self.result = import_segment_archive(
-                    LocalStorage(), folder, self._gated, world.lake, world.source.id, segment_source="SegSrc"
+                    self._gated,
+                    folder,
+                    _Told(world.storage, self._written),
+                    world.lake,
+                    world.source.id,
+                    segment_source="SegSrc",
                 )
             except BaseException as exc:  # said by step()
                 self.error = exc
@@ -89,7 +102,7 @@ class Import:
 
     def step(self) -> Any:
         """Let the import write its next file; the file's path once written."""
-        self._gated.let(self.targets[self.done], STEP_TIMEOUT)
+        self._gated.let(self.sources[self.done], STEP_TIMEOUT)
         got = self._written.get(timeout=STEP_TIMEOUT)
         if isinstance(got, BaseException):
             raise got
@@ -100,7 +113,7 @@ class Import:
 
     @property
     def finished(self) -> bool:
-        return self.done >= len(self.targets)
+        return self.done >= len(self.sources)
 
     def abandon(self) -> None:
         """Let the import run to its end (a test's teardown)."""

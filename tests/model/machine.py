@@ -403,9 +403,8 @@ class LakeModel(RuleBasedStateMachine):
             messages = [Message(f"i{next(self.numbers)}", data.draw(st.sampled_from(self.users())), received)]
             self.import_messages.append(messages)
             lines.append([self.world.message(m.message_id, m.user, "track", m.received) for m in messages])
-        names = segment_archive(folder, self.import_days, lines)
-        targets = [str(layout.archive_file(self.world.lake, self.world.source.id, d, n)) for d, n in names]
-        self.importing = Import(self.world, folder, targets)
+        sources = segment_archive(folder, self.import_days, lines)
+        self.importing = Import(self.world, folder, sources)
         self.say(f"import of {days} days starts")
 
     @precondition(lambda self: self.importing is not None and not self.importing.finished)

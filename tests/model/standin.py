@@ -16,15 +16,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from eventlake import layout
 from eventlake.archive import ArchiveFile
+from eventlake.sync.cutoffs import dedupe_since
 from eventlake.sync.dedupe_index import index_files, seen
-from eventlake.sync.job import Parsed, SourceSync
+from eventlake.sync.job import ParsedRun, SourceSync
 from eventlake.sync.plan import Observed, Plan
 from eventlake.sync.quarantine import _write_messages
 from eventlake.sync.stage import MESSAGES, RunStage, StagedFile
@@ -46,7 +46,7 @@ class InProcessStager:
 
     def parse(
         self, run: SourceSync, files: Sequence[ArchiveFile], stage: RunStage, suppressed: frozenset[str]
-    ) -> Parsed:
+    ) -> ParsedRun:
         pieces = stage.scratch("pieces")
         rows = [(str(f.path), n, f.size) for n, f in enumerate(files)]
         slices = max(1, min(len(rows), FILE_TASKS_PER_CORE * self.cores))
@@ -66,13 +66,16 @@ class InProcessStager:
         parsed = pa.Table.from_batches(batches, PARSED_ARROW) if batches else PARSED_ARROW.empty_table()
         parsed = _selected(run, parsed)
         messages = parsed.filter(pc.is_valid(parsed["ok"]))
-        shapes = {
-            name: dict(types)
-            for name, types in zip(
-                *(parsed.filter(pc.is_null(parsed["ok"]))[c].to_pylist() for c in ("shape", "types")),
-                strict=True,
-            )
-        }
+        shapes: dict[str, dict[str, str]] = {}
+        damaged: dict[str, str] = {}  # a damaged archive file's row: ok and shape null
+        others = parsed.filter(pc.is_null(parsed["ok"]))
+        for name, types, problem, raw in zip(
+            *(others[c].to_pylist() for c in ("shape", "types", "reason", "raw")), strict=True
+        ):
+            if name is None:
+                damaged[raw] = problem
+            else:
+                shapes[name] = dict(types)
         ok, reason = messages["ok"].to_pylist(), messages["reason"].to_pylist()
         valid = sum(1 for o in ok if o)
         suppressed_rows = sum(1 for o, r in zip(ok, reason, strict=True) if not o and r == SUPPRESSED)
@@ -86,9 +89,12 @@ class InProcessStager:
             if len(drop)
             else valid_rows
         )
-        return Parsed(valid, invalid, suppressed_rows, first, drop, _observe(kept, shapes), parsed)
+        observed = _observe(kept, shapes)
+        return ParsedRun(valid, invalid, suppressed_rows, first, drop, observed, parsed, damaged)
 
-    def write_tables(self, run: SourceSync, parsed: Parsed, plan: Plan, stage: RunStage) -> list[StagedFile]:
+    def write_tables(
+        self, run: SourceSync, parsed: ParsedRun, plan: Plan, stage: RunStage
+    ) -> list[StagedFile]:
         pieces = stage.scratch("pieces")
         schemas, blocked = plan.schemas, plan.blocked
         write = functools.partial(
@@ -101,7 +107,7 @@ class InProcessStager:
             for f in write(units)
         ]
 
-    def write_invalid(self, run: SourceSync, parsed: Parsed, stage: RunStage) -> list[StagedFile]:
+    def write_invalid(self, run: SourceSync, parsed: ParsedRun, stage: RunStage) -> list[StagedFile]:
         rows = parsed.rows
         rows = rows.filter(pc.and_(pc.equal(rows["ok"], False), pc.not_equal(rows["reason"], SUPPRESSED)))
         none = pa.nulls(rows.num_rows, pa.string())
@@ -152,7 +158,7 @@ def _dedupe(run: SourceSync, valid: pa.Table, first: datetime | None) -> pa.Arra
     )  # fmt: skip
     drop = [r[3] for i, r in enumerate(order) if i and order[i - 1][0] == r[0]]
     if first is not None:
-        since = as_utc(first) - _days(run.source.dedupe_window_days)
+        since = dedupe_since(as_utc(first), run.source.dedupe_window_days)
         files = index_files(run.storage, layout.dedupe_index_dir(run.lake, run.source.id), since)
         if files:
             wanted = pa.array(sorted(set(ids)), pa.string())
@@ -160,12 +166,6 @@ def _dedupe(run: SourceSync, valid: pa.Table, first: datetime | None) -> pa.Arra
             found = set(seen(run.storage, files, wanted, since, run.selection.until(), filters).to_pylist())
             drop += [p for m, p in zip(ids, valid["position"].to_pylist(), strict=True) if m in found]
     return pa.array(sorted(set(drop)), pa.int64())
-
-
-def _days(days: int) -> Any:
-    from datetime import timedelta
-
-    return timedelta(days=days)
 
 
 def _observe(kept: pa.Table, shapes: dict[str, dict[str, str]]) -> Observed:

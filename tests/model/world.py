@@ -50,6 +50,7 @@ from eventlake.catalog import load_catalog
 from eventlake.config import RetentionSettings, add_source, load_settings, write_initial_config
 from eventlake.spec import enrich
 from eventlake.storage import LocalStorage, to_location
+from eventlake.storage.lease import Lease
 from eventlake.sync.ledger import Ledger
 from eventlake.timestamps import day_start_ms
 
@@ -99,14 +100,21 @@ class Clock:
             if n.startswith("eventlake") and getattr(m, "now_utc", None) is original
         ]
         fake_time = SimpleNamespace(time=self.time, sleep=time.sleep, monotonic=time.monotonic)
-        timed = [eventlake.archive.days, eventlake.storage.lease]
+        timed = [m for m in (eventlake.archive.days, eventlake.sync.erase) if getattr(m, "time", 0) is time]
         for module in patched:
             module.now_utc = self.utc  # type: ignore[attr-defined]
         for module in timed:
             module.time = fake_time  # type: ignore[attr-defined]
+        lease_init = Lease.__init__  # a lease's expiries: on its clock argument, this one by default
+
+        def on_this_clock(lease: Lease, *args: Any, **options: Any) -> None:
+            lease_init(lease, *args, **{"clock": self.time, **options})
+
+        Lease.__init__ = on_this_clock  # type: ignore[method-assign]
         try:
             yield
         finally:
+            Lease.__init__ = lease_init  # type: ignore[method-assign]
             for module in patched:
                 module.now_utc = original  # type: ignore[attr-defined]
             for module in timed:
@@ -343,19 +351,16 @@ def day_ms(moment: datetime) -> int:
     return day_start_ms(moment)
 
 
-def segment_archive(folder: Path, days: list[int], per_file: list[list[bytes]]) -> list[tuple[int, str]]:
-    """A Segment S3 destination's archive in ``folder``: one file of lines per day; the (day, name)
-    each gets in the lake's archive (``eventlake import``'s names), in the import's order."""
-    from eventlake.archive.importer import SegmentFile, imported_name
-    from eventlake.storage import FileInfo
-
-    names = []
+def segment_archive(folder: Path, days: list[int], per_file: list[list[bytes]]) -> list[str]:
+    """A Segment S3 destination's archive in ``folder``: one file of lines per day; their paths, in
+    the order ``eventlake import`` takes them."""
+    paths = []
     for day, lines in zip(days, per_file, strict=True):
         path = folder / "segment-logs" / "SegSrc" / str(day) / f"{day + 3_600_000}.gz"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(gzip.compress(b"".join(line + b"\n" for line in lines)))
-        names.append((day, imported_name(SegmentFile(FileInfo(path, 0), "SegSrc", day))))
-    return names
+        paths.append(str(path))
+    return sorted(paths)
 
 
 def local_storage() -> LocalStorage:

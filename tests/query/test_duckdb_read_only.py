@@ -6,11 +6,13 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import duckdb
 import pytest
 
+from eventlake import layout
 from eventlake.catalog.schema_file import write_schema_file
 from eventlake.config import Settings
-from eventlake.query.duckdb_engine import check_read_only, duckdb_type, run_duckdb
+from eventlake.query.duckdb_engine import check_read_only, connect, duckdb_type, run_duckdb
 from eventlake.query.errors import QueryError
 from eventlake.storage import LocalStorage
 from eventlake.sync.report import (
@@ -69,9 +71,26 @@ def test_read_only_reads_the_lake_and_nothing_else(settings: Settings, tmp_path:
     outside.write_text("a\n1\n")
     for sql in (f"SELECT * FROM read_csv('{outside}')", "SELECT * FROM glob('/etc/*')",
                 f"SELECT * FROM read_text('{settings.lake.root}/../secret.csv')"):  # fmt: skip
-        with pytest.raises(QueryError, match="Permission Error"):
+        with pytest.raises(QueryError, match="reads the lake's tables by name, not files"):
             run_duckdb(settings, sql, read_only=True)
     assert run_duckdb(settings, f"SELECT * FROM read_csv('{outside}')").rows == ({"a": 1},)  # the CLI's mode
+
+
+def test_read_only_opens_no_file_outside_the_tables_folders(settings: Settings, tmp_path: Path) -> None:  # noqa: F811
+    """Past the query's check, the connection itself cannot open the lake's state (the deletion
+    audit names erased users) nor the raw archive: only the tables' folders."""
+    audit = layout.deletion_audit_file(settings.lake.root, "SRC1", "compact-1")
+    LocalStorage().write(audit, b'{"user_id": "erased-user-42"}')
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    con = connect(settings, "SELECT * FROM web.track_order_completed", scratch, read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM web.track_order_completed").fetchone() == (2,)
+        for path in (audit, layout.archive_root(settings.lake.root) / "SRC1" / "1" / "a.gz"):
+            with pytest.raises(duckdb.PermissionException):
+                con.execute(f"SELECT * FROM read_text('{path}')").fetchall()
+    finally:
+        con.close()
 
 
 def test_row_limit_and_time_limit(settings: Settings) -> None:  # noqa: F811

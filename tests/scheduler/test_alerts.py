@@ -22,7 +22,7 @@ from eventlake.scheduler.alerts import FAILED, RECOVERED, failed_results, notify
 from eventlake.storage import LocalStorage
 from eventlake.sync.health import read_health
 from eventlake.sync.report import SyncResult, TableResult, report_path, report_rows, write_report_rows
-from eventlake.timestamps import day_start_ms, now_utc
+from eventlake.timestamps import now_utc
 from tests.collect.harness import free_port
 from tests.scheduler.receivers import smtp_server, webhook_receiver
 
@@ -241,8 +241,11 @@ def test_a_real_sync_that_fails_alerts_and_its_recovery_too(lake, spark) -> None
 
     with webhook_receiver() as (url, hook):
         settings = dataclasses.replace(lake.settings, alerts=AlertsSettings(webhook_url=Secret(url)))
-        damaged = layout.archive_file(settings.lake.root, lake.source.id, day_start_ms(now_utc()), "damaged")
-        LocalStorage().write(damaged, b"this is not gzip")  # the run reading it fails
+        lake.archive([{"type": "track", "event": "Signed Up", "userId": "u1", "messageId": "m1"}])
+        # a suppression list that is not JSON: the run reading it fails (a damaged archive file no
+        # longer fails a run: it is quarantined, see tests/sync/test_damaged.py)
+        broken = layout.suppression_file(settings.lake.root, lake.source.id)
+        LocalStorage().write(broken, b"not json")
         results = run_sync(settings, spark=spark)
         assert [r.status for r in results] == ["Failed"]
         notify_results(settings, results, lambda _: None)
@@ -251,8 +254,7 @@ def test_a_real_sync_that_fails_alerts_and_its_recovery_too(lake, spark) -> None
         report = Path(str(report_path(results[0], settings.lake.root)))
         assert orjson.loads(report.read_bytes().splitlines()[0])["status"] == "failed"
 
-        LocalStorage().delete(damaged)  # the operator removes it: the next run syncs the rest
-        lake.archive([{"type": "track", "event": "Signed Up", "userId": "u1", "messageId": "m1"}])
+        LocalStorage().delete(broken)  # the operator removes it: the next run syncs the rest
         results = run_sync(settings, spark=spark)
         assert [(r.status, r.rows) for r in results] == [("Success", 1)]
         notify_results(settings, results, lambda _: None)
@@ -265,8 +267,9 @@ def test_eventlake_sync_alerts_and_a_later_process_sends_the_recovery(tmp_path: 
     from tests.scheduler.test_engine import archive
 
     project = make_project(tmp_path / "mylake")
-    damaged = layout.archive_file(project.lake, project.source_id, day_start_ms(now_utc()), "damaged")
-    LocalStorage().write(damaged, b"this is not gzip")
+    broken = layout.suppression_file(project.lake, project.source_id)  # not JSON: the sync fails
+    LocalStorage().write(broken, b"not json")
+    archive(project, "first", ["m0"], now_utc())
     with webhook_receiver() as (url, hook), smtp_server() as (port, mailbox):
         env = clean_environment() | {
             "EVENTLAKE__ALERTS__WEBHOOK_URL": url,
@@ -282,7 +285,7 @@ def test_eventlake_sync_alerts_and_a_later_process_sends_the_recovery(tmp_path: 
         assert "alerts: web: sync_failed alert (1 in a row) sent by webhook, email" in failed.stderr
         assert [(b["event"], b["failures_in_a_row"]) for b in hook.bodies] == [(FAILED, 1)]
 
-        LocalStorage().delete(damaged)
+        LocalStorage().delete(broken)
         archive(project, "good", ["m1", "m2"], now_utc())
         synced = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
         assert synced.returncode == 0, synced.stderr
@@ -291,3 +294,26 @@ def test_eventlake_sync_alerts_and_a_later_process_sends_the_recovery(tmp_path: 
             "eventlake sync failed: web (1st failure in a row)",
             "eventlake sync recovered: web",
         ]
+
+
+def test_a_sync_that_found_damaged_archive_files_alerts_naming_them_without_a_failure(tmp_path: Path) -> None:
+    from eventlake.sync.damaged import DamagedFile
+
+    key = "segment-logs/S1/1795564800000/seg-1.gz"
+    with webhook_receiver() as (url, hook), smtp_server() as (port, mailbox):
+        settings = project(tmp_path, ALERTS.format(url=url, port=port))
+        at = now_utc() - timedelta(minutes=5)
+        found = DamagedFile(key, "Compressed file ended before the end-of-stream marker was reached")
+        result = dataclasses.replace(
+            succeeded(settings, "run-d", at), status="Partial Success", damaged=(found,)
+        )
+        alerts = notify_results(settings, [result], lambda line: None)
+    assert [a.event for a in alerts] == ["archive_file_damaged"]
+    [body] = hook.bodies
+    assert body["files"] == [key] and body["run_id"] == "run-d" and body["status"] == "Partial Success"
+    assert (
+        key in body["text"] and "end-of-stream" in body["text"] and "eventlake sync --rescan" in body["text"]
+    )
+    assert mailbox.subjects == ["eventlake: damaged archive files in web (1)"]
+    assert f"damaged file:      {key}" in mailbox.messages[0][2].get_content()
+    assert read_health(LocalStorage(), settings.lake.root, settings.source("web").id).failures_in_a_row == 0

@@ -14,7 +14,7 @@ from eventlake.sync import run_sync
 from eventlake.sync.adopt import adopt_source
 from eventlake.sync.replay import ReplayRange, run_replay
 from eventlake.timestamps import now_utc
-from tests.sync.sdl import TRACK_COLUMNS, sdl_lake
+from tests.sync.sdl import TRACK_COLUMNS, sdl_lake, track_row, write_partition
 from tests.sync.test_sync import Killed, kill_on_call
 
 pytestmark = pytest.mark.spark
@@ -162,6 +162,25 @@ def test_a_replay_leaves_adopted_partitions_alone_and_writes_into_sdls_tables(la
     }
     assert count(lake, "tracks_page_viewed") == 6 and count(lake, "tracks_signed_up") == 1
     assert folders(lake) == ["segment_type=identify", "segment_type=page_viewed", "segment_type=signed_up"]
+
+
+def test_a_replay_refuses_a_partition_sdl_wrote_after_the_last_adoption(lake, spark):
+    """SDL still writing during the overlap: a partition holding SDL's file written after the last
+    ``eventlake adopt`` (not in its progress file) is not replaced by a replay, which would lose it."""
+    now, storage, root = now_utc(), lake.settings.lake.storage(), lake.settings.lake.root
+    sdl_lake(storage, root, lake.source.id, now - timedelta(days=3))
+    adopt(lake, spark, track_tables="tracks_")
+    lake.archive([{"type": "track", "userId": "u1", "event": "Page Viewed", "messageId": "t-today-1"}], now)
+    [synced] = run_sync(lake.settings, [lake.slug], spark=spark, say=lambda line: None)
+    assert synced.status == "Success"
+    later = now - timedelta(hours=1) if now.hour else now  # an hour of today: in the replay's range
+    write_partition(
+        storage, root, lake.source.id, "page_viewed", TRACK_COLUMNS, [track_row("t-sdl-late", later)]
+    )
+    assert count(lake, "tracks_page_viewed") == 7
+    with pytest.raises(UsageError, match="1 partitions holding data eventlake did not write"):
+        replay(lake, spark, ReplayRange(now.date(), now.date(), ("tracks_page_viewed",)))
+    assert count(lake, "tracks_page_viewed") == 7
 
 
 def replay(lake, spark, wanted):

@@ -23,6 +23,7 @@ from eventlake.query import run_query
 from eventlake.storage import FileInfo, LocalStorage
 from eventlake.sync import rewrite, run_sync
 from eventlake.sync.compact import compact_sources, plan_bins
+from eventlake.sync.stage import RunStage
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
 from tests.conftest import Lake
@@ -396,3 +397,55 @@ def test_older_than_durations() -> None:
     assert [duration_hours(d) for d in ("30m", "2h", "1.5", "7d", "3600s")] == [0.5, 2.0, 1.5, 168.0, 1.0]
     with pytest.raises(UsageError, match=r"--older-than 'soon'.*2h"):
         duration_hours("soon")
+
+
+def test_the_data_file_rule_with_version_folders() -> None:
+    """With a committed version folder: its files, and a file of another writer outside it that its
+    marker does not cover (written after the rewrite listed the folder); an older version's marker
+    (without ``covers``) covers what it replaced and the files it copied, by name."""
+    sdl, late = "part-00000-a.c000.snappy.parquet", "part-00000-b.c000.snappy.parquet"
+    ours = "part-20261122T104700123Z-1a2b-00000.parquet"
+    v1 = ["_v-000001-c1/_compact-c1.json", "_v-000001-c1/part-compact-c1-00000.parquet"]
+    v2 = [
+        "_v-000002-c2/_compact-c2.json",
+        "_v-000002-c2/part-compact-c2-00000.parquet",
+        f"_v-000002-c2/{sdl}",
+    ]
+    markers = {
+        v1[0]: layout.Marker(replaced=(sdl, ours)),  # written before markers recorded covers
+        v2[0]: layout.Marker(covers=frozenset([sdl, ours, *v1])),
+    }
+    rule = lambda names: layout.partition_data(names, markers.__getitem__)  # noqa: E731
+    assert rule([sdl, ours, *v1]) == [v1[1]]
+    assert rule([sdl, ours, late, *v1]) == [v1[1], late]  # SDL's, later: data
+    assert rule([sdl, ours, late, *v1, *v2]) == sorted([*v2[1:], late])  # not listed by c2 either
+    assert rule([sdl, ours, *v1, *v2]) == sorted(v2[1:])
+    assert rule([sdl, *v1, "_v-000003-c3/part-compact-c3-00000.parquet"]) == [v1[1]]  # c3 not committed
+    names = [sdl, ours, late, *v1, *v2]
+    assert str(layout.partition_state(names, rule(names))) == "versioned+foreign"
+    assert layout.outside_current_version(names, rule(names)) == [late]
+
+
+def test_a_rewrite_retires_only_what_it_read_and_eventlakes_own_files() -> None:
+    names = ["part-00000-a.c000.snappy.parquet", "_SUCCESS", "notes.txt", "_v-000001-c1/_compact-c1.json",
+             "_v-000001-c1/part-compact-c1-00000.parquet", "part-00000-z.c000.snappy.parquet"]  # fmt: skip
+    data = ["_v-000001-c1/part-compact-c1-00000.parquet", "part-00000-z.c000.snappy.parquet"]
+    retired = rewrite.retirement(names, data, data[:1], "_v-000002-c2")
+    assert retired == [
+        "_v-000001-c1/part-compact-c1-00000.parquet",  # read and superseded
+        "part-00000-a.c000.snappy.parquet",  # superseded by c1 already (still in its grace period)
+        "_v-000001-c1/_compact-c1.json",  # markers last
+    ]  # not z (data it did not supersede), nor another writer's files that are no data
+
+
+def test_a_rewrite_id_in_use_in_a_folder_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "segment_type=x" / "day=2026-11-20" / "hr=07"
+    folder.mkdir(parents=True)
+    run = rewrite.RewriteRun.new(rewrite.RewriteKind.REPLAY)
+    (folder / layout.compaction_marker_name(run.id)).write_bytes(b"{}")
+    stage = RunStage(tmp_path, "s", "s", "r1", ("day", "hr"))
+    with pytest.raises(rewrite.RewriteIdError, match=f"rewrite {run.id} already has a marker"):
+        rewrite.finish_rewrite(
+            LocalStorage(), stage, folder, [layout.compaction_marker_name(run.id)], [], [], run
+        )
+    assert rewrite.RewriteRun.new(rewrite.RewriteKind.REPLAY).id != run.id

@@ -4,18 +4,24 @@ written before key files hold Parquet files of ids (``write_ids``); a sync write
 
 from __future__ import annotations
 
+import io
+import tempfile
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventlake.storage import FileInfo, LocalStorage
+from eventlake.storage import FileInfo, LocalStorage, Storage
+from eventlake.storage.location import ObjectPath
 from eventlake.sync import index_merge
 from eventlake.sync.dedupe_index import index_files, index_listing, run_started, seen
 from eventlake.sync.index_keys import keys, open_keys, records_of, write_keys
 from eventlake.sync.index_merge import merge_index
+from tests.catalog.servers import AWS_ENV, Moto
 
 UTC = timezone.utc
 SCHEMA = pa.schema([("message_id", pa.string()), ("received_at", pa.timestamp("us", tz="UTC"))])
@@ -377,3 +383,66 @@ def test_on_an_object_store_the_filters_are_copied_once_and_dropped_when_their_f
     storage.read_bytes = 0
     assert seen(storage, files[:1], pa.array(["m7", "x"]), since).to_pylist() == ["m7"]
     assert storage.read_bytes < 20_000  # no filter: the two ids' buckets and directory entries
+
+
+@pytest.fixture(scope="module")
+def s3_index() -> Iterator[tuple[Storage, ObjectPath]]:
+    """An S3Storage on a moto server of its own, and an index folder in its bucket."""
+    pytest.importorskip("boto3")
+    from eventlake.storage.s3 import S3Storage
+
+    with tempfile.TemporaryDirectory() as logs:
+        server = Moto.start(Path(logs) / "moto.log")
+        try:
+            with pytest.MonkeyPatch.context() as env:
+                for key, value in {**AWS_ENV, "AWS_DEFAULT_REGION": "us-east-1"}.items():
+                    env.setenv(key, value)
+                storage = S3Storage(endpoint_url=server.endpoint)
+                storage.client.create_bucket(Bucket="index-merge")
+                yield storage, ObjectPath("s3", "index-merge", "segment-data/_state/dedupe/src1")
+        finally:
+            server.stop()
+
+
+def test_a_days_merge_on_s3_is_sent_in_parts_never_one_put(s3_index, monkeypatch) -> None:
+    """A busy source's merged day is over 5 GB, S3's limit for one put: the merge streams its file
+    through the store's writer, which sends it in parts as the merge writes it (memory: one part
+    and one key range, whatever the day's size)."""
+    from eventlake.storage import s3
+
+    storage, index = s3_index
+    monkeypatch.setattr(s3, "PART_BYTES", 5 * 1024 * 1024, raising=False)  # S3's smallest part
+    monkeypatch.setattr(index_merge, "MERGE_RECORDS", 100_000)  # 8 key ranges for these 480,000 ids
+    day = datetime(2026, 11, 20, 1, tzinfo=UTC)
+    received = pa.array([day] * 160_000, SCHEMA[1].type)
+    for n in range(3):
+        ids = pa.array([f"m{n}-{i}" for i in range(160_000)])
+        handle = io.BytesIO()
+        write_keys(handle, records_of(ids, received))
+        folder = index / run_folder(Path("."), day + timedelta(hours=n)).name
+        storage.write(folder / "part-0.keys", handle.getvalue())
+    sent: list[tuple[str, int]] = []
+    client = storage.client  # type: ignore[attr-defined]
+    for call in ("put_object", "upload_part"):
+
+        def recorded(
+            *args: object, _call: str = call, _real: object = getattr(client, call), **kwargs: object
+        ):
+            body: Any = kwargs["Body"]
+            size = len(body) if isinstance(body, bytes) else body.seek(0, io.SEEK_END)
+            if not isinstance(body, bytes):
+                body.seek(0)
+            sent.append((_call, size))
+            return _real(*args, **kwargs)  # type: ignore[operator]
+
+        monkeypatch.setattr(client, call, recorded)
+
+    assert merge_index(storage, index, now=day + timedelta(days=3)) == (3, 1)
+    [merged] = index_listing(storage, index)
+    assert merged.size > 2 * s3.PART_BYTES  # type: ignore[attr-defined]
+    assert [call for call, _ in sent] == ["upload_part"] * 3  # parts, not one put
+    assert max(size for _, size in sent) <= s3.PART_BYTES  # type: ignore[attr-defined]
+    assert open_keys(storage, merged).count == 480_000
+    files = index_files(storage, index, day - timedelta(days=1))
+    asked = pa.array(["m2-5", "m0-159999", "x"])
+    assert sorted(seen(storage, files, asked, day - timedelta(days=1)).to_pylist()) == ["m0-159999", "m2-5"]

@@ -109,6 +109,24 @@ def test_unsynced_files_are_left_for_the_next_sync(synced: Lake, spark) -> None:
     assert [m for m, _ in rows(synced, spark, "duckdb")] == ["d1-a", "d1-b", "d2-a", "d2-b", "d2-late"]
 
 
+def test_two_replays_of_one_from_get_distinct_rewrite_ids(synced: Lake, spark, monkeypatch) -> None:
+    """A rewrite's id is not its range's start plus a few random bits: with the random part fixed,
+    two replays of one ``--from`` still get two ids, and the second does not take the first one's
+    marker for its own (which emptied the partition)."""
+    import eventlake.sync.stage
+
+    monkeypatch.setattr(eventlake.sync.stage.secrets, "token_hex", lambda n: "0" * (2 * n))
+    minted: list[str] = []
+    name = layout.compaction_marker_name
+    monkeypatch.setattr(layout, "compaction_marker_name", lambda run: minted.append(run) or name(run))
+    replay(synced, spark)
+    first = set(minted)
+    replay(synced, spark)
+    assert len(first) == 1 and len(set(minted) - first) == 1, minted
+    assert not next(iter(first)).startswith("compact-20261119T000000000Z")  # not the range's start
+    assert [m for m, _ in rows(synced, spark, "duckdb")] == ["d1-a", "d1-b", "d2-a", "d2-b"]
+
+
 CRASH_POINTS = {
     "with the manifest written": ("eventlake.sync.runner", "apply", 1),
     "between two partitions": ("eventlake.sync.rewrite", "apply_rewrite", 2),

@@ -150,7 +150,7 @@ def test_a_finished_day_is_one_file_and_one_partition_and_reads_the_same(project
 
 MERGE_POINTS = {
     "after staging, before the manifest": ("eventlake.sync.state.SyncState", "write_pending", 1),
-    "after the manifest, before applying it": ("eventlake.sync.report_days", "apply", 1),
+    "after the manifest, before applying it": ("eventlake.sync.runner", "apply", 1),
     "before exchanging the folders": ("eventlake.sync.rewrite", "exchange_folders", 1),
     "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
     "before deleting the staging": ("eventlake.storage.LocalStorage", "delete_tree", 1),

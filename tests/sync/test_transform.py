@@ -490,3 +490,37 @@ def test_partition_values_of_an_hour_match_spark_date_patterns() -> None:
         "1969-12-31",
         "23",
     )
+
+
+def test_a_damaged_archive_file_is_one_row_naming_it_and_gives_no_line_nor_piece(tmp_path) -> None:
+    import pyarrow as pa
+
+    from eventlake.sync.pieces import pieces_by_type, read_pieces
+    from eventlake.sync.transform import PARSED_ARROW, parse_files
+
+    good = _archive(tmp_path, [archived({"type": "track", "event": "A", "userId": "u", "messageId": "g"})])
+    many = [
+        archived({"type": "track", "event": "A", "userId": "u", "messageId": f"d{n}"}) for n in range(500)
+    ]
+    (tmp_path / "t").mkdir()
+    whole = _archive(tmp_path / "t", many)
+    truncated = tmp_path / "truncated.gz"
+    truncated.write_bytes(whole.read_bytes()[: whole.stat().st_size * 3 // 4])  # the start decompresses
+    plain = tmp_path / "plain.gz"
+    plain.write_text(many[0] + "\n")
+    folder = tmp_path / "pieces"
+    batch = pa.RecordBatch.from_pydict(
+        {"location": [str(truncated), str(good), str(plain)], "number": [0, 1, 2]}
+    )
+    out = pa.Table.from_batches(
+        list(parse_files([batch], storage=LocalStorage(), pieces=folder)), schema=PARSED_ARROW
+    ).to_pylist()
+    damaged = [(r["raw"], r["reason"]) for r in out if r["ok"] is None and r["shape"] is None]
+    assert damaged == [
+        (str(truncated), "Compressed file ended before the end-of-stream marker was reached"),
+        (str(plain), "Not a gzipped file (b'{\"')"),
+    ]
+    assert [r["message_id"] for r in out if r["ok"] is not None] == ["g"]  # all or nothing per file
+    [(_, (_, files))] = pieces_by_type(LocalStorage(), folder).items()
+    kept = read_pieces(LocalStorage(), files, pa.array([], pa.int64()), None)
+    assert kept.column("message_id").to_pylist() == ["g"]  # nothing of the damaged files' lines

@@ -6,6 +6,7 @@ on the lake's store (a local directory or a bucket).
 
 from eventlake.archive.errors import (
     ArchiveUploadError,
+    DamagedArchiveFileError,
     SpoolBusyError,
     SpoolClosedError,
     SpoolError,
@@ -21,6 +22,7 @@ from eventlake.archive.suppression import SuppressedUser, SuppressionCache, Supp
 __all__ = [
     "ArchiveFile",
     "ArchiveUploadError",
+    "DamagedArchiveFileError",
     "Spool",
     "SpoolBusyError",
     "SpoolClosedError",

@@ -1,36 +1,38 @@
-"""The archive by received day: list one day, and reopen a day that may have been closed.
+"""The archive by received day: list one day, mark a day written to again, and what retention deleted.
 
-A sync lists only the archive's open days (see :mod:`eventlake.sync.ledger`): the days after the
-ledger's ``closed_through`` and the days named by a reopen marker. Whatever writes an archive file
-into a day that has ended (the sealer sealing late, ``eventlake import``; after a restore by hand,
-``eventlake sync --rescan``) first writes a marker, ``_state/reopened/<source-id>/<day>-<written>-
-<token>.json``; the marker is written before the file, so a sync that could miss the file sees the
-marker. A sync consumes a marker only once it is older than :data:`REOPEN_MARGIN` and every file of
-its day is synced, so a file written just after its marker is still listed.
+A sync lists only the archive's open days (the rules: :mod:`eventlake.archive.day_state`; the
+ledger: :mod:`eventlake.sync.ledger`): the days after the ledger's ``closed_through`` and the days
+named by a reopen marker. Whatever writes an archive file into a day that has ended (the sealer
+sealing late, ``eventlake import``; after a restore by hand, ``eventlake sync --rescan``) first
+writes a marker, ``_state/reopened/<source-id>/<day>-<written>-<token>.json``; the marker is written
+before the file, so a sync that could miss the file sees the marker. A sync consumes a marker only
+once it is :data:`~eventlake.archive.day_state.MARKER_AGE_MS` old and every file of its day is
+synced, so a file written just after its marker is still listed; a writer that goes on writing into
+a day for longer marks it again (:class:`DayMarks`).
+
+Retention records the newest day whose files it deleted (``_state/archive-expired/<source-id>.json``,
+:func:`expire_days_through`) before deleting them; an import skips the days up to it
+(:func:`expired_through`), so a re-imported archive does not bring back what retention dropped.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+import orjson
 
 from eventlake import layout
+from eventlake.archive.day_state import needs_marker, needs_remark
 from eventlake.archive.files import ArchiveFile, archive_files, list_archive_files
 from eventlake.storage import Location, Storage
 
-# how long after its day ended a day may be closed, and after its writing a marker consumed: far
-# longer than a seal or import takes to write a file once it wrote the marker, and than clock skew
-REOPEN_MARGIN_MS = 2 * 3_600_000
 
-
-def day_of(ms: int) -> int:
-    """UTC midnight of the day holding ``ms`` (Unix milliseconds).
-
-    >>> day_of(1764115200123)
-    1764115200000
-    """
-    return ms - ms % layout.DAY_MS
+def wall_ms() -> int:
+    """The machine's clock, Unix milliseconds (the default ``clock`` of the writers here)."""
+    return int(time.time() * 1000)
 
 
 def list_archive_day(storage: Storage, lake: Location, source_id: str, day_ms: int) -> list[ArchiveFile]:
@@ -49,16 +51,46 @@ def list_archive_days(
 def reopen_days(
     storage: Storage, lake: Location, source_id: str, days: Iterable[int], now_ms: int | None = None
 ) -> list[Location]:
-    """Mark ``days`` as written to again, before writing into them; the days that have not ended
-    yet are left alone (they are open anyway). Returns the markers written."""
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    written = []
-    for day in sorted(set(days)):
-        if day + layout.DAY_MS <= now_ms:
-            marker = layout.reopened_day_file(lake, source_id, day, now_ms, secrets.token_hex(4))
-            storage.write(marker, b"{}")
-            written.append(marker)
-    return written
+    """Mark ``days`` as written to again, just before writing into them; the days that have not
+    ended yet are left alone (they are open anyway). Returns the markers written."""
+    now_ms = wall_ms() if now_ms is None else now_ms
+    return [
+        _mark(storage, lake, source_id, day, now_ms) for day in sorted(set(days)) if needs_marker(day, now_ms)
+    ]
+
+
+def _mark(storage: Storage, lake: Location, source_id: str, day: int, now_ms: int) -> Location:
+    marker = layout.reopened_day_file(lake, source_id, day, now_ms, secrets.token_hex(4))
+    storage.write(marker, b"{}")
+    return marker
+
+
+class DayMarks:
+    """The reopen markers of a writer that writes many files into many days (``eventlake import``):
+    :meth:`before_write` just before each file marks its day if it ended, and marks it again once
+    the writer's last marker of it is :data:`~eventlake.archive.day_state.REMARK_AFTER_MS` old, so
+    a checkpoint never consumes the last marker of a day the writer is still writing into, however
+    long the writer runs. Killed at any moment, the markers left are consumed by later syncs once
+    their days are synced; a rerun marks again as it goes. Safe from several threads."""
+
+    def __init__(
+        self, storage: Storage, lake: Location, source_id: str, clock: Callable[[], int] = wall_ms
+    ) -> None:
+        self.storage, self.lake, self.source_id, self.clock = storage, lake, source_id, clock
+        self.marked: dict[int, int] = {}  # day -> when this writer last marked it
+        self._lock = threading.Lock()
+
+    def before_write(self, day: int) -> Location | None:
+        """Mark ``day`` if a file is about to be written into it and no fresh marker of this
+        writer names it; the marker written, or None."""
+        with self._lock:  # one marker a day at a time, not one per thread
+            now_ms = self.clock()
+            last = self.marked.get(day)
+            if not needs_marker(day, now_ms) or (last is not None and not needs_remark(last, now_ms)):
+                return None
+            marker = _mark(self.storage, self.lake, self.source_id, day, now_ms)
+            self.marked[day] = now_ms
+            return marker
 
 
 def reopened_days(storage: Storage, lake: Location, source_id: str) -> dict[int, list[tuple[int, Location]]]:
@@ -80,3 +112,19 @@ def reopen_archive(storage: Storage, lake: Location, source_id: str) -> int:
             storage, lake, source_id, {f.day_ms for f in list_archive_files(storage, lake, source_id)}
         )
     )
+
+
+def expired_through(storage: Storage, lake: Location, source_id: str) -> int | None:
+    """The newest archive day whose files retention deleted (None: it deleted none)."""
+    try:
+        return int(orjson.loads(storage.read(layout.archive_expired_file(lake, source_id)))["through"])
+    except FileNotFoundError:
+        return None
+
+
+def expire_days_through(storage: Storage, lake: Location, source_id: str, day: int) -> None:
+    """Record that retention deletes the archive files of the days up to ``day`` (before deleting
+    them: killed in between, the files left are synced already and go at the next retention)."""
+    through = expired_through(storage, lake, source_id)
+    if through is None or through < day:
+        storage.write(layout.archive_expired_file(lake, source_id), orjson.dumps({"through": day}))

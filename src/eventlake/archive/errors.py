@@ -120,6 +120,26 @@ class ArchiveUploadError(SpoolError):
         self.problem = problem
 
 
+class DamagedArchiveFileError(EventLakeError):
+    """An archive file is not whole gzip (an interrupted copy, a bad disk, another format): none of
+    its lines can be trusted. A sync quarantines it by name (see :mod:`eventlake.sync.damaged`)."""
+
+    code = "archive_file_damaged"
+
+    def __init__(
+        self, path: Location | str | None, problem: str, then: str = "run `eventlake sync --rescan`"
+    ) -> None:
+        where = f"archive file {path}" if path is not None else "an archive file"
+        super().__init__(
+            f"{where} is damaged, not a whole gzip file ({problem}): restore it (copy it again, or "
+            f"from a backup), then {then}",
+            path=str(path) if path is not None else None,
+            problem=problem,
+        )
+        self.path = path
+        self.problem = problem
+
+
 def describe_store_error(error: BaseException) -> str:
     """A one-line, credential-free account of a store's error: the S3 error code and HTTP status
     of a ``ClientError``, else the exception's type and message; the values of secret-looking

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import gzip
 import io
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from eventlake import layout
+from eventlake.archive.errors import DamagedArchiveFileError
 from eventlake.storage import FileInfo, Location, Storage
 
 
@@ -39,14 +41,26 @@ def archive_files(listed: Iterable[FileInfo], lake_root: Location) -> list[Archi
 
 
 def read_archive_lines(storage: Storage, path: Location) -> Iterator[bytes]:
-    """The messages of an archive file, one JSON document per item, without newlines."""
-    return archive_lines(storage.read(path))
+    """The messages of an archive file, one JSON document per item, without newlines;
+    :class:`DamagedArchiveFileError` naming ``path`` when it is not whole gzip."""
+    return archive_lines(storage.read(path), path)
 
 
-def archive_lines(data: bytes) -> Iterator[bytes]:
-    """The messages of an archive file's bytes (read already: see :mod:`eventlake.storage.prefetch`)."""
-    with gzip.GzipFile(fileobj=io.BytesIO(data)) as lines:
-        for line in lines:
-            line = line.rstrip(b"\r\n")
-            if line:
-                yield line
+def archive_lines(data: bytes, path: Location | str | None = None) -> Iterator[bytes]:
+    """The messages of an archive file's bytes (read already: see :mod:`eventlake.storage.prefetch`).
+
+    All or nothing: the file is decompressed whole before its first line is given, so a truncated
+    or non-gzip file raises :class:`DamagedArchiveFileError` (naming ``path``) here, never after
+    some of its lines were taken for the file's content."""
+    try:
+        content = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+        raise DamagedArchiveFileError(path, str(exc) or type(exc).__name__) from None
+    return _lines(content)
+
+
+def _lines(content: bytes) -> Iterator[bytes]:
+    for line in io.BytesIO(content):
+        line = line.rstrip(b"\r\n")
+        if line:
+            yield line

@@ -12,6 +12,12 @@ quarantine, dedupe against what the lake holds, suppression, reports.
 A rerun skips the files already imported (same name, same size), so an import killed at any
 moment is finished by running it again; a file is visible to a sync only once written whole. A
 file that is not whole gzip is left out and named (the caller fails the command).
+
+Each file is announced to the syncs by a reopen marker of its day written just before it, and again
+while the import goes on writing into that day (:class:`~eventlake.archive.days.DayMarks`): a sync
+running hours into a long import never closes a day for good before the import wrote into it. The
+days retention already deleted (:func:`~eventlake.archive.days.expired_through`) are skipped and
+counted: importing an archive again does not bring back what retention dropped.
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from eventlake import layout
-from eventlake.archive.days import list_archive_days, reopen_days
+from eventlake.archive.day_state import is_expired
+from eventlake.archive.days import DayMarks, expired_through, list_archive_days, wall_ms
 from eventlake.errors import UsageError
 from eventlake.storage import FileInfo, Location, Storage
 from eventlake.storage.prefetch import prefetched
@@ -47,6 +55,8 @@ class ImportResult:
     bytes: int = 0
     days: set[int] = field(default_factory=set)
     broken: list[str] = field(default_factory=list)  # not whole gzip: left out, named
+    expired: int = 0  # files of days retention already deleted: not imported again
+    expired_through: int | None = None  # the newest day retention deleted
 
 
 def find_segment_files(
@@ -96,14 +106,24 @@ def imported_name(segment_file: SegmentFile) -> str:
 def import_segment_archive(
     source_storage: Storage, root: Location, lake_storage: Storage, lake: Location, source_id: str,
     *, segment_source: str | None = None, say: Callable[[str], None] = lambda line: None,
+    clock: Callable[[], int] = wall_ms,
 ) -> ImportResult:  # fmt: skip
-    """Copy the Segment archive files under ``root`` into the source's raw archive (see above)."""
+    """Copy the Segment archive files under ``root`` into the source's raw archive (see above).
+    ``clock``: now in Unix milliseconds (the reopen markers' times)."""
     files = find_segment_files(source_storage, root, segment_source)
+    result = ImportResult(expired_through=expired_through(lake_storage, lake, source_id))
+    expired = [f for f in files if is_expired(f.day_ms, result.expired_through)]
+    if expired:
+        result.expired = len(expired)
+        files = [f for f in files if not is_expired(f.day_ms, result.expired_through)]
+        through = datetime.fromtimestamp((result.expired_through or 0) / 1000, timezone.utc).date()
+        say(
+            f"skipped {len(expired)} files of {len({f.day_ms for f in expired})} days up to {through}: "
+            "retention already deleted those days of the archive (their messages are not synced again)"
+        )
     total = sum(f.info.size for f in files)
     say(f"importing {len(files)} files ({total / 1e6:.1f} MB) from {root}")
-    result = ImportResult()
-    # what earlier runs imported: one listing per day the import writes into, not one per file;
-    # the days are marked as written to again first, so that a sync lists them even once closed
+    # what earlier runs imported: one listing per day the import writes into, not one per file
     there = {
         f.key: f.size for f in list_archive_days(lake_storage, lake, source_id, {f.day_ms for f in files})
     }
@@ -114,7 +134,13 @@ def import_segment_archive(
         if there.get(layout.lake_relative(lake, targets[f])) != f.info.size
     ]
     result.skipped = len(files) - len(todo)
-    reopen_days(lake_storage, lake, source_id, {f.day_ms for _, f, _ in todo})
+    # each day is marked as written to again just before each file (and again while the import
+    # goes on writing into it), so that a sync lists it even once closed, however long this runs
+    marks = DayMarks(lake_storage, lake, source_id, clock)
+    # the days of the files already there are marked once too: a sync lists them again, so a file
+    # an earlier run wrote into a day that was then closed without it is found (a rerun recovers)
+    for day in sorted({f.day_ms for f in files} - {f.day_ms for _, f, _ in todo}):
+        marks.before_write(day)
 
     def copy(job: tuple[int, SegmentFile, Location]) -> tuple[str | None, int]:
         """Read one file, check it, write it whole into the archive: why it was left out (None:
@@ -123,6 +149,7 @@ def import_segment_archive(
         data = source_storage.read(segment_file.info.path)
         problem = _gzip_problem(data)
         if problem is None:
+            marks.before_write(segment_file.day_ms)
             lake_storage.write(target, data)  # whole or not at all: a sync never reads half a file
         return problem, len(data)
 

@@ -91,8 +91,12 @@ def spool_segments(spool_dir: Path) -> list[Segment]:
     return sorted(found, key=lambda s: (s.source_id, s.name))
 
 
-def seal_segment(segment: Segment, storage: Storage, lake_root: Location) -> SealResult:
+def seal_segment(
+    segment: Segment, storage: Storage, lake_root: Location, now_ms: int | None = None
+) -> SealResult:
     """Archive ``segment`` (its complete lines, gzipped) at ``lake_root`` and delete it from the spool.
+    ``now_ms``: the collector's clock (default: the machine's), which says whether the segment's
+    day has ended (then the day is marked as written to again first: :func:`reopen_days`).
 
     Raises :class:`ArchiveUploadError` when the object cannot be written (the store is down,
     throttles, refuses it; the segment stays: call again), and ``OSError`` when the segment cannot
@@ -113,7 +117,9 @@ def seal_segment(segment: Segment, storage: Storage, lake_root: Location) -> Sea
         _drop(segment)  # nothing acknowledged in it (empty, or only a torn line)
         return SealResult(segment, None)
     try:
-        reopen_days(storage, lake_root, segment.source_id, [segment.day_ms])  # a day that ended: marked first
+        reopen_days(
+            storage, lake_root, segment.source_id, [segment.day_ms], now_ms
+        )  # a day that ended: marked first
         with open(staged, "rb") as source, storage.open_write(final) as target:
             shutil.copyfileobj(source, target, _CHUNK)
     except Exception as exc:

@@ -34,7 +34,8 @@ def import_(
     folder or one day's. Each file is copied whole into the source's raw archive; the next sync
     (or --sync) reads it like the collector's files: validation and quarantine, dedupe against
     what the lake holds, suppression, reports. A rerun skips what is already imported, so an
-    interrupted import is finished by running it again.
+    interrupted import is finished by running it again. The days whose archive files retention
+    already deleted are skipped (and counted): their messages are not brought back.
 
     \b
     Examples:
@@ -57,7 +58,9 @@ def import_(
     )  # fmt: skip
     click.echo(
         f"{slug}: imported {result.files} files ({result.bytes / 1e6:.1f} MB, {len(result.days)} days), "
-        f"{result.skipped} already imported" + (f", {len(result.broken)} left out" if result.broken else ""),
+        f"{result.skipped} already imported"
+        + (f", {result.expired} skipped (days retention deleted)" if result.expired else "")
+        + (f", {len(result.broken)} left out" if result.broken else ""),
         err=True,
     )
     if sync_after:

@@ -306,7 +306,10 @@ def serve(ctx: Context, host: str | None, port: int | None) -> None:
 @click.option(
     "--rescan",
     is_flag=True,
-    help="List every day of the archive once, not only the open days (after copying archive files by hand).",
+    help=(
+        "List every day of the archive once, not only the open days, and read the damaged archive "
+        "files quarantined so far again (after copying or restoring archive files by hand)."
+    ),
 )
 @format_option
 @pass_context
@@ -319,11 +322,16 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
     source (`eventlake sources disable`) is skipped and said ("Skipped: disabled"); named with
     --source it exits 2.
 
+    An archive file that is not whole gzip (an interrupted copy, a bad disk) does not stop the
+    source: the others are synced, the run is a Partial Success (exit 0), and the file is
+    quarantined by name (none of its messages synced; said here, in `eventlake reports`, the web
+    console and an alert) and not read again until --rescan asks for it, once it is restored.
+
     \b
     Example:
       eventlake sync
       eventlake sync --source web --format json
-      eventlake sync --rescan     # after restoring archive files by hand
+      eventlake sync --rescan     # after restoring archive files by hand (damaged ones too)
     """
     from eventlake.cli.outcome import exit_for
     from eventlake.errors import UsageError
@@ -334,11 +342,14 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
     settings = ctx.settings()
     if rescan:
         from eventlake.archive.days import reopen_archive
+        from eventlake.sync.damaged import ask_retry
 
         for source in settings.sources:
             if not sources_ or source.slug in sources_:
                 days = reopen_archive(settings.lake.storage(), settings.lake.root, source.id)
-                say(f"{source.slug}: {days} archive days to list again")
+                damaged = ask_retry(settings.lake.storage(), settings.lake.root, source.id)
+                retried = f", {damaged} damaged archive files to read again" if damaged else ""
+                say(f"{source.slug}: {days} archive days to list again{retried}")
     try:
         results = run_sync(settings, sources_, wait=not no_wait)
     except Exception as exc:  # the sync failed as a whole: a failure of each source (alerts)
@@ -369,6 +380,8 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
             + f"{result.duration_seconds:.1f} s"
         )
         click.echo(summary + (f" ({result.error})" if result.error else ""), err=True)
+        for found in result.damaged:
+            click.echo(f"{result.source}: warning: {found.describe()}", err=True)
     render(["source", "table", "rows", "new_columns", "status"], rows, fmt)
     exit_for(results, busy="error: a sync of {sources} is already running (without --no-wait this waits)")
     asked_disabled = [r.source for r in results if r.status == DISABLED and r.source in sources_]

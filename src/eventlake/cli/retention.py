@@ -57,6 +57,7 @@ def retention(ctx: Context, sources_: tuple[str, ...], dry_run: bool, no_wait: b
             f"{result.source}: {result.status}, {verb} {archive} archive days and {tables} table partitions"
             + (f", {index} days of the dedupe index" if index else "")
             + (f", kept {result.unsynced_files} unsynced archive files" if result.unsynced_files else "")
+            + (f", kept {result.damaged_files} damaged archive files" if result.damaged_files else "")
             + (f" ({result.error})" if result.error else ""),
             err=True,
         )

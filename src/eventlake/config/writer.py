@@ -3,7 +3,9 @@ source's ``enabled = false`` and the removal of its block (the rest of the file,
 included, is kept as it is).
 
 The file holds the sources' write keys and the ids that name their lake folders: it is written
-whole (temp file, fsync, rename, fsync of the folder), readable by its owner only (0600)."""
+whole (temp file, fsync, rename, fsync of the folder), readable by its owner only (0600). Each edit
+reads, changes and writes the file holding an exclusive lock (:func:`edits`), so two edits at once
+(two ``eventlake sources add``) both land, one after the other."""
 
 from __future__ import annotations
 
@@ -12,13 +14,16 @@ import secrets
 import string
 import sys
 from collections.abc import Callable
+from functools import update_wrapper
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 import tomli_w
 
 from eventlake.config.loader import CONFIG_FILE, SLUG, WRITE_KEY, load_settings, settings_from_text
 from eventlake.config.settings import Settings, SourceSettings
 from eventlake.errors import ConfigError, UsageError
+from eventlake.flock import exclusive
 from eventlake.storage.local import make_dirs, write_atomic
 
 if sys.version_info >= (3, 11):
@@ -27,6 +32,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CONFIG_MODE = 0o600  # write keys, database passwords
+P = ParamSpec("P")
+R = TypeVar("R")
 
 INITIAL_CONFIG = """\
 # eventlake configuration. Every setting is documented in docs/configuration.md.
@@ -72,6 +79,20 @@ def new_source_id() -> str:
     return "".join(secrets.choice(_ALPHABET) for _ in range(10))
 
 
+def edits(edit: Callable[Concatenate[Path, P], R]) -> Callable[Concatenate[Path, P], R]:
+    """An edit of the configuration file (its first argument) done holding the file's lock, from
+    the read to the write: the lock file ``.<name>.lock`` beside it (the file itself is replaced by
+    each write, so it cannot hold a lock), waited for while another edit holds it."""
+
+    def locked(config_path: Path, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        target = config_path.resolve()  # a symlinked file: one lock, whatever the name used
+        with exclusive(target.with_name(f".{target.name}.lock"), mode=CONFIG_MODE):
+            return edit(config_path, *args, **kwargs)
+
+    update_wrapper(locked, edit)
+    return locked
+
+
 def write_initial_config(directory: Path) -> Path:
     """Create ``DIR/eventlake.toml``; refuses to overwrite an existing one."""
     make_dirs(directory)
@@ -82,6 +103,7 @@ def write_initial_config(directory: Path) -> Path:
     return path
 
 
+@edits
 def add_source(
     config_path: Path,
     slug: str,
@@ -121,6 +143,7 @@ _ENABLED = re.compile(r"^\s*enabled\s*=")
 _TRIVIA = re.compile(r"^\s*(#.*)?$")  # a blank or comment line
 
 
+@edits
 def set_source_enabled(config_path: Path, slug: str, enabled: bool) -> bool:
     """Write ``enabled = false`` into the source's ``[[sources]]`` entry (disable), or take it out
     (enable: true is the default); False when the source already was so (nothing is written)."""
@@ -138,6 +161,7 @@ def set_source_enabled(config_path: Path, slug: str, enabled: bool) -> bool:
     return True
 
 
+@edits
 def remove_source(config_path: Path, slug: str) -> str:
     """Take the source's ``[[sources]]`` entry out of the file (its comments inside go with it,
     those after its last setting stay); the entry's text, as it was."""

@@ -132,6 +132,12 @@ class ConsoleViews:
                 e(last.error) if last else "",
             ])  # fmt: skip
             attention += self._attention(source.slug, source.id, last, lag, interval)
+            attention += [  # until restored and read again (`eventlake sync --rescan`)
+                f"<li class=bad>{e(source.slug)}: {e(found.describe())}"
+                + (f" {link('/runs/' + found.run_id, 'see the run')}" if found.run_id else "")
+                + "</li>"
+                for found in health.damaged
+            ]
         body = (
             "<section><h2>What needs attention</h2><ul class=attention>"
             + ("".join(attention) or "<li class=ok>nothing: every source synced and queryable</li>")
@@ -250,6 +256,8 @@ class ConsoleViews:
             ("rejected values", e(run.rejected_values)), ("suppressed users' messages", e(run.suppressed)),
             ("error code", e(run.error_code)), ("error", f"<pre>{e(run.error)}</pre>" if run.error else ""),
             ("notices", "<br>".join(e(n) for n in run.notices)),
+            ("damaged archive files (quarantined, none of their messages synced)",
+             "<br>".join(f"{e(key)}: {e(problem)}" for key, problem in run.damaged)),
         ]  # fmt: skip
         dl = "<dl>" + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
         tables = [

@@ -6,7 +6,8 @@ never change), a :class:`DaySummary` per source and older day (what the overview
 the history's counts need: a year of ``up`` is about a million runs, which a console must neither
 read at each start nor hold), and per source the oldest message not yet queryable;
 :meth:`LakeWatch.refresh` reads what is new (new report files of the newest days, the ledger's
-checkpoint and newest entries, the open days of the archive, the spool) and is called by the
+checkpoint and newest entries, the open days of the archive that may have changed
+(:mod:`eventlake.console.pending`), the spool) and is called by the
 console's background thread every few seconds. Messages accepted per minute come from the
 collector's ``/metrics``.
 
@@ -37,11 +38,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from eventlake import layout
 from eventlake.config import Settings, SourceSettings
+from eventlake.console.pending import PendingFiles
 from eventlake.partitions import report_day_files
 from eventlake.storage import Location, relative_to
 from eventlake.storage.local import write_atomic
+from eventlake.sync.damaged import DamagedFile, read_damaged
 from eventlake.sync.health import read_health
-from eventlake.sync.ledger import Ledger
 from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
 from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc, parse_timestamp
@@ -91,6 +93,7 @@ class Run:
     replay: bool
     tables: tuple[TableRun, ...]
     day: str  # the UTC day it started (the report's partition)
+    damaged: tuple[tuple[str, str], ...] = ()  # archive files found damaged (key, problem): quarantined
 
     @property
     def duration_s(self) -> float:
@@ -133,6 +136,7 @@ def run_from_rows(rows: list[dict[str, Any]], slugs: dict[str, str]) -> Run | No
         head.get("rejected_values") or 0, head.get("suppressed") or 0, head.get("input_files") or 0,
         head.get("bytes_in") or 0, head.get("error") or "", head.get("error_code") or "",
         tuple(head.get("notices") or ()), bool(head.get("replay")), tables, start.strftime("%Y-%m-%d"),
+        tuple((d["file"], d.get("problem") or "") for d in head.get("damaged_files") or ()),
     )  # fmt: skip
 
 
@@ -243,6 +247,7 @@ class SourceHealth:
     oldest_unqueryable: datetime | None = None  # the oldest message not synced yet (None: none)
     unsynced_files: int = 0
     failures_in_a_row: int = 0  # the source's sync health file (eventlake.sync.health)
+    damaged: tuple[DamagedFile, ...] = ()  # its archive files quarantined as damaged (eventlake.sync.damaged)
 
     def lag_seconds(self, now: datetime) -> float:
         """How long the oldest message not yet queryable has waited (0: everything is queryable)."""
@@ -268,6 +273,7 @@ class LakeWatch:
         self._old: OrderedDict[str, list[Run]] = OrderedDict()  # older days' runs pages asked for
         self._newest_day: str | None = None  # the newest day holding reports (where refreshes start)
         self._health = {s.id: SourceHealth(s) for s in settings.sources}
+        self._pending: dict[str, PendingFiles] = {}  # each source's unsynced archive files, kept
         self._samples: deque[tuple[float, dict[str, float]]] = deque(maxlen=64)
         self.collector_error = ""
         self.refreshed: datetime | None = None
@@ -410,9 +416,12 @@ class LakeWatch:
         return sorted(days.items(), reverse=True)
 
     def _read_source(self, source: SourceSettings) -> None:
-        ledger = Ledger(self.storage, self.settings.lake.root, source.id)
-        unsynced = ledger.pending(int(time.time() * 1000))  # the open days only: cheap at any age
-        opened = [_utc(layout.segment_opened_ms(f.path.name) or f.day_ms) for f in unsynced]
+        pending = self._pending.get(source.id)
+        if pending is None:
+            pending = PendingFiles(self.storage, self.settings.lake.root, source.id)
+            self._pending[source.id] = pending
+        unsynced = pending.refresh(int(time.time() * 1000))  # a few listings, at any age or gap
+        opened = [_utc(layout.segment_opened_ms(name) or day) for day, name in unsynced]
         spool = layout.spool_source_dir(layout.spool_dir(self.settings.lake.state_dir), source.id)
         if spool.is_dir():
             for segment in spool.iterdir():
@@ -426,9 +435,14 @@ class LakeWatch:
             failures = read_health(self.storage, self.settings.lake.root, source.id).failures_in_a_row
         except ValueError:  # damaged: the next sync result writes it anew
             failures = 0
+        try:
+            damaged = tuple(read_damaged(self.storage, self.settings.lake.root, source.id).values())
+        except ValueError:  # of a newer format: said by the sync
+            damaged = ()
         with self._lock:
             health = self._health[source.id]
             health.failures_in_a_row = failures
+            health.damaged = damaged
             health.unsynced_files = len(unsynced)
             health.oldest_unqueryable = min(opened) if opened else None
 

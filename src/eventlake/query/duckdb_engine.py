@@ -19,10 +19,12 @@ from __future__ import annotations
 import re
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import orjson
 import pyarrow as pa
 import pyarrow.dataset as ds
 
@@ -61,6 +63,10 @@ _WORD = re.compile(r"[A-Za-z0-9_]+")
 # (SHOW, DESCRIBE and SUMMARIZE are SELECTs; EXPLAIN is not: EXPLAIN ANALYZE runs what it explains)
 READ_ONLY_STATEMENTS = ("SELECT",)
 READ_ONLY_MEMORY = "2GB"  # a query box statement's memory (it runs inside `eventlake up`)
+# table functions a read-only query may call: they make rows, read none (read_parquet, read_json,
+# glob, read_text and the like read files by path, and are refused: see refuse_file_reads)
+READ_ONLY_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest", "json_each", "json_tree"})
+_METADATA_FUNCTIONS = ("duckdb_", "pragma_")  # the catalog's own tables (duckdb_tables(), ...)
 
 
 def duckdb_type(spark_type: str) -> str:
@@ -203,17 +209,20 @@ def connect(
     Each source's warehouse views (``tracks``, ``pages``, ``users``, one per event: see
     :mod:`eventlake.schema.warehouse`) are defined over its tables, as the catalog has them.
 
-    ``read_only``: the connection then reads files only under the lake root (and ``scratch``) and
-    its settings are locked; :func:`run_duckdb` with ``read_only`` also refuses any statement that
-    is not a query (:func:`check_read_only`)."""
+    ``read_only``: the connection then reads files only in the folders of the lake's tables (and
+    ``scratch``): not the lake's state (``_state/``: the deletion audit names erased users) nor
+    the raw archive; its settings are locked; :func:`run_duckdb` with ``read_only`` also refuses
+    any statement that is not a query, and any query reading files by path
+    (:func:`check_read_only`)."""
     storage = settings.lake.storage()
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
-        define_lake(con, settings, lake_tables(settings), sql, scratch)
+        specs = lake_tables(settings)
+        define_lake(con, settings, specs, sql, scratch)
         if read_only:
-            lake = storage.local_path(settings.lake.root)
-            allowed = [str(p).rstrip("/") + "/" for p in (lake, scratch) if p is not None]
+            folders = [storage.local_path(to_location(spec.location)) for spec in specs]
+            allowed = [str(p).rstrip("/") + "/" for p in (*folders, scratch) if p is not None]
             con.execute(f"SET allowed_directories = [{', '.join(literal(p) for p in allowed)}]")
             con.execute(f"SET temp_directory = {literal(str(scratch))}")
             con.execute(f"SET memory_limit = {literal(READ_ONLY_MEMORY)}")
@@ -306,6 +315,55 @@ def check_read_only(sql: str) -> None:
     kind = statements[0].type.name
     if kind not in READ_ONLY_STATEMENTS:
         raise QueryError(f"only queries run here: a {kind} statement is refused (the console is read-only)")
+    refuse_file_reads(sql)
+
+
+def refuse_file_reads(sql: str) -> None:
+    """Refuse a query that reads files by path: a table function other than
+    :data:`READ_ONLY_TABLE_FUNCTIONS` and the catalog's own (``read_parquet``, ``read_json``,
+    ``glob``, ``read_text``, ...) or a path as a table (``FROM 'x.parquet'``). The read-only
+    connection cannot open a file outside the tables' folders anyway (:func:`connect`); this names
+    what is refused and what to do instead, before anything is opened.
+
+    >>> refuse_file_reads("SELECT * FROM range(3) JOIN web.page ON true")
+    >>> refuse_file_reads("SELECT * FROM glob('/lake/*')")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    eventlake.query.errors.QueryError: the query box reads the lake's tables by name, not files: glob() ...
+    """
+    con = duckdb.connect(":memory:")
+    try:
+        tree = orjson.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0])  # type: ignore[index]
+    finally:
+        con.close()
+    if tree.get("error"):
+        raise QueryError(f"query failed: {tree.get('error_message', 'it does not parse')}")
+    for node in _nodes(tree):
+        if node.get("type") == "TABLE_FUNCTION":
+            name = str(node.get("function", {}).get("function_name", "")).lower()
+            if name in READ_ONLY_TABLE_FUNCTIONS or name.startswith(_METADATA_FUNCTIONS):
+                continue
+            what = f"{name}()"
+        elif node.get("type") == "BASE_TABLE" and any(c in str(node.get("table_name")) for c in "/.*"):
+            what = f"the path {node['table_name']!r} as a table"
+        else:
+            continue
+        raise QueryError(
+            f"the query box reads the lake's tables by name, not files: {what} is refused (query a "
+            "table, e.g. SELECT * FROM <database>.<table>; SHOW ALL TABLES lists them)"
+        )
+
+
+def _nodes(tree: object) -> Iterator[dict[str, Any]]:
+    """Every object of a parse tree (``json_serialize_sql``), depth first."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def run_duckdb(

@@ -26,6 +26,7 @@ RUN_COLUMNS = (
     "new_columns",
     "duplicates_dropped",
     "rejected",
+    "damaged_files",
     "error",
 )
 
@@ -76,6 +77,11 @@ def run_history(settings: Settings, source: str | None = None, limit: int = 100)
                     "new_columns": sum(len(t["new_columns"]) for t in tables),
                     "duplicates_dropped": head.get("duplicates_dropped", 0),
                     "rejected": head.get("rejected_messages", 0) + head.get("rejected_values", 0),
+                    # archive files quarantined by name (eventlake.sync.damaged), with their problem
+                    "damaged_files": "; ".join(
+                        f"{d['file']} ({d.get('problem') or 'damaged'})"
+                        for d in head.get("damaged_files") or ()
+                    ),
                     "error": head.get("error") or "",
                 }
             )

@@ -1,6 +1,8 @@
 """Sync failure alerts, as Segment Data Lakes sent them: on the 1st, 5th and 20th failure in a row
 of a source's sync (``alerts.on_failures``), and on its first success after failing
-(``alerts.on_recovery``), to the webhook and the email addresses of ``[alerts]``.
+(``alerts.on_recovery``), to the webhook and the email addresses of ``[alerts]``. And, always, on a
+sync that found damaged archive files (quarantined by name, :mod:`eventlake.sync.damaged`): the run
+did not fail, but those files' messages are not in the lake until they are restored.
 
 ``eventlake sync`` and ``up``'s engine call :func:`notify_results` with each run's results; the
 failures in a row are counted in the source's health file (:mod:`eventlake.sync.health`), so the
@@ -22,14 +24,15 @@ from eventlake.sync.health import SyncHealth, record_result
 from eventlake.sync.report import SyncResult
 from eventlake.timestamps import format_timestamp
 
-FAILED, RECOVERED = "sync_failed", "sync_recovered"
+FAILED, RECOVERED, DAMAGED = "sync_failed", "sync_recovered", "archive_file_damaged"
 
 
 @dataclass(frozen=True)
 class Alert:
-    """One alert: a source's sync failed for the n-th time in a row, or recovered."""
+    """One alert: a source's sync failed for the n-th time in a row, or recovered, or found damaged
+    archive files."""
 
-    event: str  # FAILED | RECOVERED
+    event: str  # FAILED | RECOVERED | DAMAGED
     source: str  # the slug
     source_id: str
     status: str  # the result's status (Failed; Success, Partial Success or Nothing to do)
@@ -39,10 +42,17 @@ class Alert:
     run_id: str  # empty when the sync failed before its run started
     time: datetime  # when the result's run finished
     first_failure: datetime | None  # when the streak's first failure finished
+    files: tuple[str, ...] = ()  # DAMAGED: the damaged archive files (keys), quarantined
 
     def text(self) -> str:
         """One line for people (Slack's ``text``, the email's first line)."""
         run = f" (run {self.run_id})" if self.run_id else ""
+        if self.event == DAMAGED:
+            count = f"{len(self.files)} damaged archive file{'s' if len(self.files) != 1 else ''}"
+            return (
+                f"eventlake: the sync of source {self.source}{run} found {count}, quarantined (none of "
+                f"their messages synced): {self.error}"
+            )
         if self.event == FAILED:
             return (
                 f"eventlake: the sync of source {self.source} failed{run}, "
@@ -68,9 +78,12 @@ class Alert:
             "run_id": self.run_id,
             "time": format_timestamp(self.time),
             "first_failure": format_timestamp(self.first_failure) if self.first_failure else None,
+            "files": list(self.files),
         }
 
     def subject(self) -> str:
+        if self.event == DAMAGED:
+            return f"eventlake: damaged archive files in {self.source} ({len(self.files)})"
         if self.event == FAILED:
             return (
                 f"eventlake sync failed: {self.source} ({ordinal(self.failures_in_a_row)} failure in a row)"
@@ -87,8 +100,11 @@ class Alert:
             f"run:               {self.run_id or '(none: the sync failed before its run started)'}",
             f"time:              {format_timestamp(self.time)}",
         ]
+        if self.event == DAMAGED:  # the run did not fail: no streak to tell
+            del lines[4]
         if self.first_failure:
             lines.append(f"first failure:     {format_timestamp(self.first_failure)}")
+        lines += [f"damaged file:      {key}" for key in self.files]
         if self.error:
             lines += [f"error code:        {self.error_code}", "", self.error]
         lines += ["", f"`eventlake reports --source {self.source}` lists the source's runs."]
@@ -121,6 +137,17 @@ def alert_for(
     return None
 
 
+def damaged_alert(result: SyncResult) -> Alert | None:
+    """The alert of a run that found damaged archive files (None: it found none)."""
+    if not result.damaged:
+        return None
+    error = "; ".join(d.describe() for d in result.damaged)
+    return Alert(
+        DAMAGED, result.source, result.source_id, result.status, 0, error, "archive_file_damaged",
+        result.run_id, result.finish_time, None, tuple(d.key for d in result.damaged),
+    )  # fmt: skip
+
+
 def deliver(alert: Alert, alerts: AlertsSettings, say: Say) -> list[str]:
     """Send ``alert`` to every channel set; the channels that took it. A failing channel is said."""
     channels: list[tuple[str, Callable[[], None]]] = []
@@ -137,7 +164,11 @@ def deliver(alert: Alert, alerts: AlertsSettings, say: Say) -> list[str]:
             continue
         sent.append(name)
     if sent:
-        what = f"{alert.event} alert ({alert.failures_in_a_row} in a row)"
+        what = (
+            f"{alert.event} alert ({len(alert.files)} files)"
+            if alert.event == DAMAGED
+            else f"{alert.event} alert ({alert.failures_in_a_row} in a row)"
+        )
         say(f"alerts: {alert.source}: {what} sent by {', '.join(sent)}")
     return sent
 
@@ -148,6 +179,10 @@ def notify_results(settings: Settings, results: Sequence[SyncResult], say: Say) 
     storage = settings.lake.storage()
     decided = []
     for result in results:
+        damaged = damaged_alert(result)
+        if damaged is not None:  # whatever the health file says: it is the run's own finding
+            deliver(damaged, settings.alerts, say)
+            decided.append(damaged)
         try:
             before, after = record_result(storage, settings.lake.root, result)
         except Exception as exc:  # the lake's store may be away: the next result counts again

@@ -15,6 +15,8 @@ Guarantees, as the interface asks:
   disk) and uploads only when the ``with`` block ends without an error.
 - ``write_new`` is an upload with ``If-None-Match: *``: Azure answers 409 ``BlobAlreadyExists``
   (or 412 on a large upload's commit) when the blob exists; of two concurrent callers one wins.
+- ``write_if_match`` is an upload with ``If-Match: <ETag>``: Azure answers 412 ``ConditionNotMet``
+  when the blob was rewritten, 404 when it is gone.
 - ``publish`` is a server-side ``Copy Blob`` then ``Delete Blob`` of the staged blob; a crash
   between the two leaves both, and the rerun copies again (the same bytes) and returns True. A copy
   within one account normally completes in the call; if Azure reports it pending, ``publish`` waits
@@ -54,6 +56,7 @@ from eventlake.storage.keys import glob_match
 from eventlake.storage.location import Location, ObjectPath
 
 try:
+    from azure.core import MatchConditions
     from azure.core.exceptions import (
         ClientAuthenticationError,
         HttpResponseError,
@@ -339,6 +342,38 @@ class AzureStorage(Storage):
         where = _file(path)
         with self._refusals(where, "Put Blob"):
             self._blob(where).upload_blob(data, overwrite=True)
+
+    def read_tagged(self, path: Location) -> tuple[bytes, str]:
+        where = _file(path)
+        with self._refusals(where, "Get Blob"):
+            try:
+                download = self._blob(where).download_blob()
+                return cast(bytes, download.readall()), str(download.properties.etag)
+            except ResourceNotFoundError as error:
+                if _code(error) == "ContainerNotFound":
+                    raise
+                raise FileNotFoundError(str(where)) from None
+
+    def write_if_match(self, path: Location, data: bytes, tag: str) -> str | None:
+        """An upload with ``If-Match: <tag>``: 412 ``ConditionNotMet`` when the blob was rewritten,
+        404 when it is gone (None)."""
+        where = _file(path)
+        with self._refusals(where, "Put Blob"):
+            try:
+                answer = self._blob(where).upload_blob(
+                    data, overwrite=True, etag=tag, match_condition=MatchConditions.IfNotModified
+                )
+            except ResourceModifiedError:
+                return None
+            except ResourceNotFoundError as error:
+                if _code(error) == "ContainerNotFound":
+                    raise
+                return None
+            except HttpResponseError as error:
+                if _status(error) == 412:
+                    return None
+                raise
+        return str(answer["etag"])
 
     def write_new(self, path: Location, data: bytes) -> bool:
         """An upload with ``If-None-Match: *``: 409 ``BlobAlreadyExists`` (or 412 on the commit of

@@ -6,6 +6,8 @@ S3, Azure) implements these methods with the same guarantees:
 
 - ``write`` and ``open_write`` make a file appear whole or not at all, durable on return;
 - ``write_new`` creates a file only if none is there, atomically (the base of a lease);
+- ``write_if_match`` replaces a file only if it is still the version ``read_tagged`` returned,
+  atomically (a compare-and-swap: a lease's renewal, release and takeover);
 - ``publish`` moves a staged file to its final place so that it appears whole, and is safe to
   repeat after a crash (the second call finds the file in place and does nothing);
   ``publish_many`` is the same for many files (object stores: copies at once, the staged copies
@@ -77,6 +79,19 @@ class Storage(ABC):
         """Create ``path`` with ``data`` only if nothing is there, as one atomic step: True when
         created (whole and durable, as by :meth:`write`), False when ``path`` already exists. Of
         two concurrent callers at most one gets True (a lease or lock object)."""
+
+    @abstractmethod
+    def read_tagged(self, path: Location) -> tuple[bytes, str]:
+        """The file's bytes and the tag of this version of it (an object store's ETag): every write
+        of the file gives it a new tag. ``FileNotFoundError`` when it does not exist."""
+
+    @abstractmethod
+    def write_if_match(self, path: Location, data: bytes, tag: str) -> str | None:
+        """Replace ``path`` with ``data`` only if it is still the version tagged ``tag`` (from
+        :meth:`read_tagged` or an earlier call), as one atomic step: the new version's tag, or None
+        when the file was rewritten or deleted since (nothing written). Of callers with the same
+        tag at most one succeeds (S3: ``If-Match``; Azure: ``If-Match`` on the ETag; the local disk:
+        compare and rename under an ``flock`` of the folder)."""
 
     @abstractmethod
     def open_write(self, path: Location) -> AbstractContextManager[BinaryIO]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import fcntl
 import fnmatch
 import os
 import shutil
@@ -41,9 +42,27 @@ def make_dirs(folder: Path) -> None:
     fsync_dir(folder.parent)
 
 
-def temp_path(path: Path) -> Path:
-    """Where ``path`` is written before its rename: hidden, and unique to the process."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+CAS_LOCK = ".write-if-match.lock"  # the hidden lock file of a folder's compare-and-swap writes
+
+
+def _tag(stat: os.stat_result) -> str:
+    """A file version's tag: every write is a new file renamed into place (a new inode)."""
+    return f"{stat.st_ino}-{stat.st_mtime_ns}-{stat.st_size}"
+
+
+def open_temp(path: Path, mode: int) -> tuple[int, Path]:
+    """A new hidden temporary file beside ``path`` (where it is written before its rename), open
+    for writing, and its path: an unpredictable name created with ``O_EXCL`` (``mkstemp``: a file
+    or symlink someone planted there is never opened or followed), unique between threads too;
+    its permission bits ``mode``."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        os.unlink(name)
+        raise
+    return fd, Path(name)
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -106,6 +125,41 @@ class LocalStorage(Storage):
         finally:
             os.close(fd)
 
+    def read_tagged(self, path: Location) -> tuple[bytes, str]:
+        with open(on_disk(path), "rb") as handle:
+            return handle.read(), _tag(os.fstat(handle.fileno()))
+
+    def write_if_match(self, path: Location, data: bytes, tag: str) -> str | None:
+        """Under an exclusive ``flock`` of the folder's hidden lock file (every compare-and-swap
+        in the folder takes it): compare the file's tag, write a temporary (fsynced) and rename it
+        over the file."""
+        path = on_disk(path)
+        if not path.parent.is_dir():
+            return None
+        fd = os.open(path.parent / CAS_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if _tag(path.stat()) != tag:
+                    return None
+            except FileNotFoundError:
+                return None
+            handle_fd, temp = open_temp(path, 0o644)
+            try:
+                with os.fdopen(handle_fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                    written = _tag(os.fstat(handle.fileno()))  # a rename keeps the inode and mtime
+                os.replace(temp, path)
+            except BaseException:
+                temp.unlink(missing_ok=True)
+                raise
+            fsync_dir(path.parent)
+            return written
+        finally:
+            os.close(fd)  # releases the flock
+
     def write(self, path: Location, data: bytes, *, private: bool = False) -> None:
         with self.open_write(path, mode=0o600 if private else 0o644) as handle:
             handle.write(data)
@@ -117,11 +171,9 @@ class LocalStorage(Storage):
         crash, blocking every later caller)."""
         path = on_disk(path)
         make_dirs(path.parent)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        temp = Path(name)  # hidden and unique, even between threads
+        fd, temp = open_temp(path, 0o644)
         try:
             with os.fdopen(fd, "wb") as handle:
-                os.fchmod(handle.fileno(), 0o644)
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -138,8 +190,7 @@ class LocalStorage(Storage):
     def open_write(self, path: Location, mode: int = 0o644) -> Iterator[BinaryIO]:
         path = on_disk(path)
         make_dirs(path.parent)
-        temp = temp_path(path)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        fd, temp = open_temp(path, mode)
         try:
             with os.fdopen(fd, "wb") as handle:
                 yield handle

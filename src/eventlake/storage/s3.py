@@ -5,10 +5,16 @@ serves every bucket. Listing returns such paths.
 
 Guarantees, as the interface asks:
 
-- ``write`` and ``open_write`` are one ``PutObject``: the object appears whole or not at all, and
-  is durable when S3 answers. ``open_write`` buffers into a spooled temporary file (memory, then
-  disk) and puts only when the ``with`` block ends without an error (so one object is at most
-  5 GB, S3's limit for a single put).
+- ``write`` is one ``PutObject``: the object appears whole or not at all, and is durable when S3
+  answers. ``open_write`` streams: up to :data:`PART_BYTES` it is one ``PutObject`` when the
+  ``with`` block ends; a bigger object is a multipart upload, a part sent each time
+  :data:`PART_BYTES` are written (memory: one part, whatever the object's size; S3's 5 GB limit
+  of a single put does not apply), completed only when the block ends without an error (the
+  object appears then, whole) and aborted otherwise (best effort: a process killed midway leaves
+  its parts until the bucket's ``AbortIncompleteMultipartUpload`` lifecycle rule drops them).
+- ``write_if_match`` is a conditional put (``If-Match: <ETag>``): S3 answers 412 when the object
+  was rewritten, 404 when it is gone (AWS S3 honours ``If-Match`` on ``PutObject`` since
+  November 2024; a store that ignores the header would replace unconditionally).
 - ``publish`` is ``CopyObject`` then ``DeleteObject`` of the staged key; a crash between the two
   leaves both, and the rerun copies again (the same bytes) and returns True. ``publish_many``
   copies ``base.BATCH_THREADS`` at once, then deletes the staged keys with ``DeleteObjects``
@@ -30,8 +36,8 @@ the ``endpoint_url`` argument, else ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT
 from __future__ import annotations
 
 import builtins
+import io
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -43,7 +49,8 @@ from eventlake.storage.base import FileInfo, Storage, StorageError, StoragePermi
 from eventlake.storage.keys import glob_match
 from eventlake.storage.location import Location, ObjectPath
 
-SPOOL_BYTES = 16 * 1024 * 1024  # open_write keeps this much in memory before spilling to disk
+PART_BYTES = 16 * 1024 * 1024  # open_write's parts (S3: at least 5 MiB but the last), ...
+PART_GROWTH = 1000  # ... doubled every this many parts (S3: at most 10,000 parts an object)
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 CONFLICT_RETRIES = 3  # write_new's retries of a 409 ConditionalRequestConflict
 _CLIENT_LOCK = threading.Lock()
@@ -52,7 +59,8 @@ SCHEMES = ("s3", "s3a")  # s3a: the Hadoop spelling of the same buckets
 IAM_ACTIONS = {
     "GetObject": "s3:GetObject", "HeadObject": "s3:GetObject", "PutObject": "s3:PutObject",
     "CopyObject": "s3:PutObject", "DeleteObject": "s3:DeleteObject", "DeleteObjects": "s3:DeleteObject",
-    "ListObjectsV2": "s3:ListBucket",
+    "ListObjectsV2": "s3:ListBucket", "CreateMultipartUpload": "s3:PutObject", "UploadPart": "s3:PutObject",
+    "CompleteMultipartUpload": "s3:PutObject",
 }  # fmt: skip
 # 403s that are about the credentials themselves, not about what they may do
 CREDENTIAL_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken")
@@ -74,6 +82,77 @@ def _not_found(error: Exception) -> bool:
 
 def _refused(error: Exception) -> bool:
     return _error_code(error) in ("AccessDenied", *CREDENTIAL_CODES) or _status(error) == 403
+
+
+class _PartWriter(io.RawIOBase):
+    """What :meth:`S3Storage.open_write` yields: the bytes written are held until a part's worth
+    (:data:`PART_BYTES`) is there, then sent as a part of a multipart upload (started by the first
+    part); :meth:`finish` puts a small object whole, or sends the last part and completes."""
+
+    def __init__(self, client: Any, where: ObjectPath) -> None:
+        self.client, self.where = client, where
+        self.buffer = bytearray()
+        self.part_bytes = PART_BYTES
+        self.upload_id: str | None = None
+        self.parts: list[dict[str, Any]] = []
+        self.written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.written
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self.buffer += view
+        self.written += view.nbytes
+        while len(self.buffer) >= self.part_bytes:
+            self._send(bytes(self.buffer[: self.part_bytes]))
+            del self.buffer[: self.part_bytes]
+        return view.nbytes
+
+    def _send(self, body: bytes) -> None:
+        where = self.where
+        if self.upload_id is None:
+            with _refusals("CreateMultipartUpload", where):
+                started = self.client.create_multipart_upload(Bucket=where.authority, Key=where.key)
+            self.upload_id = str(started["UploadId"])
+        number = len(self.parts) + 1
+        with _refusals("UploadPart", where):
+            sent = self.client.upload_part(
+                Bucket=where.authority, Key=where.key, UploadId=self.upload_id, PartNumber=number, Body=body
+            )
+        self.parts.append({"ETag": sent["ETag"], "PartNumber": number})
+        if number % PART_GROWTH == 0:
+            self.part_bytes *= 2
+
+    def finish(self) -> None:
+        """Make the object appear, whole."""
+        where = self.where
+        if self.upload_id is None:
+            with _refusals("PutObject", where):
+                self.client.put_object(Bucket=where.authority, Key=where.key, Body=bytes(self.buffer))
+            return
+        if self.buffer:
+            self._send(bytes(self.buffer))
+            self.buffer.clear()
+        with _refusals("CompleteMultipartUpload", where):
+            self.client.complete_multipart_upload(
+                Bucket=where.authority, Key=where.key, UploadId=self.upload_id,
+                MultipartUpload={"Parts": self.parts},
+            )  # fmt: skip
+
+    def abort(self) -> None:
+        """Drop the parts sent (best effort: nothing appears either way)."""
+        if self.upload_id is None:
+            return
+        try:
+            self.client.abort_multipart_upload(
+                Bucket=self.where.authority, Key=self.where.key, UploadId=self.upload_id
+            )
+        except Exception:  # noqa: BLE001 (refused or unreachable: the lifecycle rule drops them)
+            pass
 
 
 def _arn(where: ObjectPath) -> str:
@@ -190,6 +269,37 @@ class S3Storage(Storage):
         with _refusals("PutObject", where):
             self.client.put_object(Bucket=where.authority, Key=where.key, Body=data)
 
+    def read_tagged(self, path: Location) -> tuple[bytes, str]:
+        where = _object(path)
+        try:
+            with _refusals("GetObject", where):
+                response = self.client.get_object(Bucket=where.authority, Key=where.key)
+        except self.client.exceptions.ClientError as error:
+            if _not_found(error):
+                raise FileNotFoundError(str(where)) from None
+            raise
+        return cast(bytes, response["Body"].read()), str(response["ETag"])
+
+    def write_if_match(self, path: Location, data: bytes, tag: str) -> str | None:
+        """A conditional put (``If-Match: <tag>``): 412 when the object was rewritten, 404 when it
+        is gone (None); a 409 (a concurrent conditional request on the key) is retried."""
+        where = _object(path)
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                with _refusals("PutObject", where):
+                    response = self.client.put_object(
+                        Bucket=where.authority, Key=where.key, Body=data, IfMatch=tag
+                    )
+            except self.client.exceptions.ClientError as error:
+                if _error_code(error) == "PreconditionFailed" or _status(error) == 412 or _not_found(error):
+                    return None
+                if _status(error) != 409 or attempt == CONFLICT_RETRIES:
+                    raise
+                time.sleep(0.05 * 2**attempt)
+            else:
+                return str(response["ETag"])
+        raise AssertionError("unreachable")
+
     def write_new(self, path: Location, data: bytes) -> bool:
         """A conditional put (``If-None-Match: *``): S3 answers 412 when the key exists, and 409
         when a concurrent conditional request on it was in flight; that one is retried."""
@@ -210,12 +320,13 @@ class S3Storage(Storage):
 
     @contextmanager
     def open_write(self, path: Location) -> Iterator[BinaryIO]:
-        where = _object(path)
-        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as buffer:
-            yield cast(BinaryIO, buffer)
-            buffer.seek(0)
-            with _refusals("PutObject", where):
-                self.client.put_object(Bucket=where.authority, Key=where.key, Body=buffer)
+        writer = _PartWriter(self.client, _object(path))
+        try:
+            yield cast(BinaryIO, writer)
+            writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
 
     def exists(self, path: Location) -> bool:
         where = _object(path)

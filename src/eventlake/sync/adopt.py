@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import orjson
 import pyarrow as pa
@@ -41,12 +41,12 @@ from eventlake.catalog.views import database_views
 from eventlake.config import DATE_PARTITIONS, Settings, SourceSettings
 from eventlake.config.settings import sdl_table_prefix
 from eventlake.errors import EventLakeError
-from eventlake.partitions import partition_files
+from eventlake.partitions import folder_names, holds_foreign_data, partition_files
 from eventlake.progress import prefixed
 from eventlake.schema import EXISTING_TYPES, is_safe_identifier
 from eventlake.schema.table_names import TRACK, TRACK_TABLE_STYLES, TableNames, folder_segment_type
 from eventlake.storage import FileInfo, Location, Storage, relative_to
-from eventlake.sync.dedupe_index import CLOCK_MARGIN
+from eventlake.sync.cutoffs import ended_before, seed_since
 from eventlake.sync.index_keys import records_of, write_keys
 from eventlake.sync.stage import new_run_id
 from eventlake.sync.state import SyncState
@@ -157,7 +157,7 @@ def plan_adoption(
     lake, database = settings.lake.root, settings.database_name(source)
     state = SyncState(storage, lake, source.id)
     progress = Progress.read(storage, layout.adoption_file(lake, source.id))
-    folders = _folders(storage, lake, source)
+    folders = _folders(storage, lake, source, progress.registered)
     locations = catalog.table_locations(database)
     schemas = catalog.table_schemas(database)
     by_folder: dict[str, str] = {}
@@ -178,7 +178,7 @@ def plan_adoption(
     earlier = state.table_names(source.table_prefix).adopted
     names = TableNames(prefix, dict(earlier), track_folder="", track_table=style)
     now = now or now_utc()
-    window_start = now - timedelta(days=source.dedupe_window_days) - CLOCK_MARGIN
+    window_start = seed_since(now, source.dedupe_window_days)
     keys = layout.partition_columns(source.date_partition)
     tables = []
     for folder, partitions in sorted(folders.items()):
@@ -201,7 +201,8 @@ def plan_adoption(
         done, seeded = progress.registered.get(folder, set()), progress.seeded.get(folder, set())
         recent = [
             p for p in sorted(partitions)
-            if (period := layout.partition_period(keys, p)) is None or period[1] > window_start
+            if (period := layout.partition_period(keys, p)) is None
+            or not ended_before(period[1], window_start)
         ]  # fmt: skip
         tables.append(
             AdoptedTable(
@@ -214,23 +215,33 @@ def plan_adoption(
 
 
 def _folders(
-    storage: Storage, lake: Location, source: SourceSettings
+    storage: Storage, lake: Location, source: SourceSettings, adopted: Mapping[str, set[Partition]]
 ) -> dict[str, dict[Partition, list[FileInfo]]]:
-    """The data files of each ``segment_type=`` folder, by partition; refuses a layout the
-    source's ``date_partition`` does not describe."""
+    """SDL's data files of each ``segment_type=`` folder, by partition: the partitions holding data
+    eventlake did not write (:func:`eventlake.partitions.holds_foreign_data`: SDL's files, or their
+    rows compacted since into a version folder) and those ``adopted`` before (by folder) that hold
+    data; refuses a layout the source's ``date_partition`` does not describe."""
     data = layout.source_data_dir(lake, source.dir_name)
     keys = layout.partition_columns(source.date_partition)
     found: dict[str, dict[Partition, list[FileInfo]]] = {}
     by_folder: dict[Location, dict[str, FileInfo]] = {}
     for info in storage.list(data, "**/*"):
-        by_folder.setdefault(info.path.parent, {})[info.path.name] = info
+        folder, name = info.path.parent, info.path.name
+        if layout.version_number(folder.name) is not None:  # a rewritten partition's version folder
+            folder, name = folder.parent, f"{folder.name}/{name}"
+        by_folder.setdefault(folder, {})[name] = info
     for folder, infos in by_folder.items():
         parts = relative_to(folder, data).as_posix().split("/")
-        visible = [n for n in partition_files(storage, folder, infos) if not layout.is_eventlake_file_name(n)]
-        if not visible or not parts[0].startswith(f"{FOLDER_KEY}="):
+        if not parts[0].startswith(f"{FOLDER_KEY}="):
+            continue
+        files = partition_files(storage, folder, infos)
+        if not files:
             continue
         name = parts[0].split("=", 1)[1]
         values = layout.partition_values(_up(folder, len(parts) - 1), folder, keys)
+        if not holds_foreign_data(storage, folder, infos, files) and values not in adopted.get(name, set()):
+            continue
+        visible = [n for n in files if not layout.is_eventlake_file_name(n.rsplit("/", 1)[-1])]
         if values is None:
             raise AdoptError(_layout_problem(source, [p.split("=", 1)[0] for p in parts[1:]], folder))
         if not is_safe_identifier(name):
@@ -388,14 +399,16 @@ def _seed(
     storage: Storage, lake: Location, source_id: str, run_id: str, number: int, folder: Location
 ) -> int:
     """One key file of the dedupe index with the message ids (and received times) of a partition's
-    data files: a message SDL synced is then dropped when a client sends it again."""
-    infos = {i.path.name: i for i in storage.list(folder, "*")}
+    data files (by :func:`eventlake.partitions.partition_files`: its current version's, after a
+    compaction): a message SDL synced is then dropped when a client sends it again."""
+    infos = folder_names(storage, folder)
     ids, received = [], []
     for name in partition_files(storage, folder, infos):
-        if layout.is_eventlake_file_name(name):  # a later sync's: its ids are in the index already
-            continue
+        leaf = name.rsplit("/", 1)[-1]
+        if layout.is_eventlake_file_name(leaf) and layout.output_run_id(leaf) is None:
+            continue  # a later sync's: its ids are in the index already (a rewrite's may hold SDL's)
         table = pq.read_table(
-            pa.BufferReader(storage.read(folder / name)), columns=["message_id", "received_at"]
+            pa.BufferReader(storage.read(infos[name].path)), columns=["message_id", "received_at"]
         )
         table = table.filter(pc.and_(table["message_id"].is_valid(), table["received_at"].is_valid()))
         ids.append(table["message_id"].combine_chunks().cast(pa.string()))

@@ -2,14 +2,16 @@
 
 Applying moves the staged files into the lake, switches the partitions a compaction rewrote to
 their new files, writes the report, registers tables, columns and partitions, writes the schema
-files, replaces the warehouse views of a database whose tables changed, and finally records the
-ledger. Every step is idempotent: a run killed at any point after
-its manifest exists is completed by the next run; killed before, it left nothing but staging.
+files, replaces the warehouse views of a database whose tables changed, records the archive files
+found damaged (:mod:`.damaged`) and finally records the ledger. Every step is idempotent: a run
+killed at any point after its manifest exists is completed by the next run; killed before, it left
+nothing but staging.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from eventlake.catalog import Catalog
@@ -18,6 +20,7 @@ from eventlake.catalog.views import database_views, lake_table
 from eventlake.config import Settings
 from eventlake.progress import say
 from eventlake.storage import Location, Storage, to_location
+from eventlake.sync.damaged import DamagedFile, record_run
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest
 from eventlake.sync.report import (
     REPORT_PARTITION_KEYS,
@@ -28,6 +31,7 @@ from eventlake.sync.report import (
 )
 from eventlake.sync.rewrite import retire, switch_later, switch_partitions
 from eventlake.sync.state import SyncState
+from eventlake.timestamps import parse_timestamp
 
 
 class CatalogOnce:
@@ -106,10 +110,20 @@ def apply(
     storage.commit(to_location(final) for _, final in manifest.moves)  # durable before the ledger says so
     if moved:
         retire(storage, lake, manifest.source_id, manifest.run_id, moved)
+    if manifest.damaged or manifest.cleared:  # before the ledger counts the damaged files handled
+        when = _report_time(manifest)
+        found = [DamagedFile(key, problem, manifest.run_id, when) for key, problem in manifest.damaged]
+        record_run(storage, lake, manifest.source_id, manifest.cleared, found)
     if manifest.files:
         state.record_synced(manifest.run_id, list(manifest.files))
     state.drop_pending(manifest.run_id)
     storage.delete_tree(to_location(manifest.stage))
+
+
+def _report_time(manifest: Manifest) -> datetime | None:
+    """When the run started (its report's): the time its damaged files were found."""
+    head = next((r for r in manifest.report if r.get("type") == "source"), None)
+    return parse_timestamp(head.get("start_time")) if head else None
 
 
 def _replace_views(manifest: Manifest, catalog: Catalog | None, storage: Storage, lake: Location) -> None:

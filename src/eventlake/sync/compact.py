@@ -40,9 +40,9 @@ from eventlake.storage import FileInfo, Location, Storage, relative_to, to_locat
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.index_merge import merge_index
 from eventlake.sync.manifest import Manifest, PartitionRewrite
-from eventlake.sync.rewrite import finish_rewrite
+from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite
 from eventlake.sync.runner import Hold, error_text, publish, run_source
-from eventlake.sync.stage import RunStage, new_run_id
+from eventlake.sync.stage import RunStage
 from eventlake.sync.state import SyncState
 from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc
@@ -188,9 +188,11 @@ class SourceCompaction:
             period = layout.partition_period(spec.partition_keys, values) if values is not None else None
             if period is None or period[1] > cutoff:
                 continue
-            visible = [infos[n] for n in partitions.partition_files(self.storage, folder, infos)]
-            bins = plan_bins(visible, self.target)
-            if bins:
+            data = partitions.partition_files(self.storage, folder, infos)
+            bins = plan_bins([infos[n] for n in data], self.target)
+            # data outside its current version (another writer's, later): taken into a new one, so
+            # that readers through the catalog see it too
+            if bins or layout.outside_current_version(infos, data):
                 candidates.append((folder, infos, bins))
         counts = dict(partitions=0, files_in=0, files_out=0, bytes_in=0, bytes_out=0)
         notices: list[str] = []
@@ -208,14 +210,12 @@ class SourceCompaction:
         self, spec: TableSpec, batch: list[tuple[Location, dict[str, FileInfo], list[list[FileInfo]]]],
         counts: dict[str, int], notices: list[str],
     ) -> int:  # fmt: skip
-        stage = RunStage(
-            self.lake, self.source.id, self.source.dir_name, new_run_id(now_utc(), layout.COMPACT_RUN_PREFIX),
-            spec.partition_keys,
-        )  # fmt: skip
+        run = RewriteRun.new(RewriteKind.COMPACTION)
+        stage = RunStage(self.lake, self.source.id, self.source.dir_name, run.id, spec.partition_keys)
         rewrites = []
         for folder, infos, bins in batch:
             try:
-                rewrite = stage_rewrite(self.storage, stage, spec, folder, infos, bins)
+                rewrite = stage_rewrite(self.storage, stage, run, spec, folder, infos, bins)
             except CompactionSkipError as skip:
                 notices.append(f"{relative_to(folder, to_location(spec.location))}: {skip}")
                 self.say(f"{spec.qualified}: left {notices[-1]}")
@@ -264,18 +264,19 @@ def plan_bins(files: Sequence[FileInfo], target: int) -> list[list[FileInfo]]:
 
 
 def stage_rewrite(
-    storage: Storage, stage: RunStage, spec: TableSpec, folder: Location, names: dict[str, FileInfo],
-    bins: list[list[FileInfo]],
+    storage: Storage, stage: RunStage, run: RewriteRun, spec: TableSpec, folder: Location,
+    names: dict[str, FileInfo], bins: list[list[FileInfo]],
 ) -> PartitionRewrite:  # fmt: skip
-    """Stage the new content of one partition folder: a file per group of ``bins``, then the commit
-    marker. ``names``: every file in the folder now. Raises :class:`CompactionSkipError` (and stages
+    """Stage the new content of one partition folder: a file per group of ``bins`` (none: the
+    partition's data is only taken into a new version), then the commit marker. ``names``: every
+    file in the folder now. Raises :class:`CompactionSkipError` (and stages
     nothing) when a file does not fit the table's columns."""
     staged = stage.rewrite_folder(folder)
     schema = arrow_schema(spec.columns)
     outputs = []
     try:
         for index, group in enumerate(bins):
-            name = layout.part_file_name(stage.run_id, index)
+            name = layout.part_file_name(run.id, index)
             write_compacted(storage, staged / name, [f.path for f in group], schema)
             outputs.append(name)
     except CompactionSkipError:
@@ -283,9 +284,8 @@ def stage_rewrite(
         raise
     relative = {info.path: name for name, info in names.items()}
     return finish_rewrite(
-        storage, stage, folder, names, outputs, [relative[f.path] for g in bins for f in g],
-        table=spec,
-    )  # fmt: skip
+        storage, stage, folder, names, outputs, [relative[f.path] for g in bins for f in g], run, spec
+    )
 
 
 def write_compacted(storage: Storage, path: Location, inputs: Sequence[Location], schema: pa.Schema) -> int:

@@ -5,7 +5,7 @@ Rows are named by ``position``, a number the parse pass gives each row of a run 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from eventlake.storage import Location, Storage
+from eventlake.sync.cutoffs import dedupe_since
 from eventlake.sync.dedupe_index import index_files, seen
 
 # the driver looks a run's distinct ids up in the index this many at a time (each pass: the ids'
@@ -53,7 +54,7 @@ def dedupe(
         .filter("_n > 1")
         .select("position")
     )
-    since = first_received - timedelta(days=window_days) if first_received is not None else None
+    since = dedupe_since(first_received, window_days) if first_received is not None else None
     files = index_files(storage, index, since) if since is not None else []
     if files and since is not None:
         passes = max(1, -(-(messages or 0) // LOOKUP_IDS))

@@ -24,14 +24,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eventlake.storage import FileInfo, Location, Storage
+from eventlake.sync.cutoffs import index_floor
 from eventlake.sync.index_keys import SUFFIX, drop_filter_copies, keys, lookup, open_keys
 from eventlake.timestamps import as_utc
 
 # the rows of the index's files in lakes written before key files: a message id a run brought
 # into the lake, and when it was received
 INDEX_ARROW = pa.schema([("message_id", pa.string()), ("received_at", pa.timestamp("us", tz="UTC"))])
-# a margin for the clocks of the collector (which sets receivedAt) and of the sync (which names runs)
-CLOCK_MARGIN = timedelta(days=1)
 LEGACY_SUFFIX = ".parquet"
 _RUN_STARTED = re.compile(r"run_id=(\d{8}T\d{6})(\d{3})Z")  # see stage.new_run_id
 
@@ -50,9 +49,9 @@ def run_started(folder_name: str) -> datetime | None:
 
 
 def index_files(storage: Storage, index: Location, since: datetime) -> list[FileInfo]:
-    """The index's files, but those of runs that started more than :data:`CLOCK_MARGIN` before
+    """The index's files, but those of runs that started before :func:`.cutoffs.index_floor` of
     ``since`` (aware, or naive in UTC; they hold only ids received before it)."""
-    floor = as_utc(since) - CLOCK_MARGIN
+    floor = index_floor(since)
     return [
         info
         for info in index_listing(storage, index)

@@ -5,11 +5,14 @@ before each change: a holder that lost it changes nothing more):
 
 1. the userId is added to the source's suppression list first: the collector blocks its new
    messages and a sync drops any it finds in the archive;
-2. the raw archive is read once to find the user's **linked anonymous ids** (the ``anonymousId`` of
-   the user's ``identify`` calls, the ``previousId`` and ``anonymousId`` of its ``alias`` calls) and
-   the ids of its messages; then every archive file holding a message of the user (``userId``, or
-   an ``anonymousId`` / ``previousId`` among the linked ones) is rewritten without those lines, in
-   place and whole (a reader sees the old file or the new one);
+2. the raw archive is listed once and read, **before the lock is taken** (:func:`scan_archive`), to
+   find the user's **linked anonymous ids** (the ``anonymousId`` of the user's ``identify`` calls,
+   the ``previousId`` and ``anonymousId`` of its ``alias`` calls), the ids of its messages and the
+   files holding one (``userId``, or an ``anonymousId`` / ``previousId`` among the linked ones);
+   under the lock only the days that may have changed since are listed again and their new files
+   read (:func:`catch_up`), and at the end only the files holding a message of the user are read
+   again and rewritten without those lines, in place and whole (a reader sees the old file or the
+   new one). A sync of the source (``up``) is kept waiting only for the rewrites;
 3. every data file of the source's tables and of its quarantine holding such a row (by
    ``user_id``, ``anonymous_id``, ``previous_id``, ``message_id``, or for a quarantined message its
    raw payload) is rewritten without those rows, committed like a compaction (staged files and a
@@ -30,8 +33,9 @@ from __future__ import annotations
 import getpass
 import gzip
 import hashlib
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -40,7 +44,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eventlake import layout, partitions
-from eventlake.archive import SuppressionList, list_archive_files, read_archive_lines
+from eventlake.archive import (
+    ArchiveFile,
+    DamagedArchiveFileError,
+    SuppressionList,
+    list_archive_files,
+    read_archive_lines,
+)
+from eventlake.archive.day_state import MARKER_AGE_MS, day_of, listing_is_final
+from eventlake.archive.days import list_archive_day, reopened_days
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
@@ -49,9 +61,9 @@ from eventlake.progress import Say, prefixed, say
 from eventlake.storage import FileInfo, Location, Storage, to_location
 from eventlake.sync.commit import CatalogOnce
 from eventlake.sync.manifest import Manifest
-from eventlake.sync.rewrite import finish_rewrite, stage_output
+from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite, stage_output
 from eventlake.sync.runner import Hold, error_text, publish, run_source
-from eventlake.sync.stage import RunStage, new_run_id
+from eventlake.sync.stage import RunStage
 from eventlake.sync.state import SyncState
 from eventlake.sync.status import Status
 from eventlake.timestamps import format_timestamp, now_utc
@@ -103,6 +115,140 @@ class Identity:
             message.get("type") == "alias" and message.get("previousId") in self.anonymous_ids
         )
 
+    def merged(self, other: Identity | None) -> Identity:
+        """This identity with the ids of ``other`` (the same user's) added."""
+        if other is None:
+            return self
+        return Identity(
+            self.user_id, self.anonymous_ids | other.anonymous_ids, self.message_ids | other.message_ids
+        )
+
+
+def pending_identity(storage: Storage, path: Location) -> Identity | None:
+    """The identity an interrupted deletion of the user kept (None: none)."""
+    try:
+        document = orjson.loads(storage.read(path))
+    except FileNotFoundError:
+        return None
+    return Identity(
+        document["user_id"], frozenset(document["anonymous_ids"]), frozenset(document["message_ids"])
+    )
+
+
+# -- reading the archive (before the source's lock) ----------------------------------------------
+
+
+@dataclass
+class ArchiveScan:
+    """What a read of a source's archive found for a user (:func:`scan_archive`)."""
+
+    identity: Identity
+    holding: list[Location]  # the files holding a message of the user (or a line naming them)
+    listed_ms: int  # when the archive was listed (before the listing started)
+    days: dict[int, frozenset[str]] = field(default_factory=dict)  # day -> the file names read
+    # day -> when its reopen markers were written, as read just before the listing (a sync may
+    # consume one before the lock is taken, while its writer's file came after the listing)
+    markers: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+def scan_archive(
+    storage: Storage, lake: Location, source_id: str, user_id: str, earlier: Identity | None
+) -> ArchiveScan:
+    """List the source's archive once and find the user in it: a first read of each file for the
+    anonymous ids the user's ``identify`` and ``alias`` calls link, a second for the messages of
+    the user and of those ids (which may come before the call that links them) and the files
+    holding one. ``earlier``: what an interrupted deletion found (kept in its pending file).
+
+    Done without the source's lock, so that a sync (``up``) is not kept waiting while a whole
+    archive is read. That is safe: an archive file is only ever written whole (the sealer and
+    ``import`` write new names; a deletion rewrites a file in place, under the lock) and deleted
+    (retention) only once synced, so each file read is seen whole, as it was or as it is; what
+    the scan finds is used under the lock only as ids (which a later change can only add to:
+    :func:`catch_up` reads what was written meanwhile) and as the files to rewrite, each read
+    again under the lock before it is rewritten."""
+    listed_ms = int(time.time() * 1000)
+    markers = {d: tuple(w for w, _ in found) for d, found in reopened_days(storage, lake, source_id).items()}
+    files = list_archive_files(storage, lake, source_id)
+    days: dict[int, set[str]] = {}
+    for f in files:
+        days.setdefault(f.day_ms, set()).add(f.path.name)
+    found = _find(storage, [f.path for f in files], user_id, earlier)
+    return replace(
+        found, listed_ms=listed_ms, days={d: frozenset(n) for d, n in days.items()}, markers=markers
+    )
+
+
+def catch_up(storage: Storage, lake: Location, source_id: str, scan: ArchiveScan) -> ArchiveScan:
+    """``scan`` with the archive files written since it listed the archive (under the source's
+    lock): the days whose listing then may have missed a file (the recent days, the days a reopen
+    marker names now or named when the archive was listed:
+    :func:`eventlake.archive.day_state.listing_is_final`) are listed again and their new
+    files read. Once the listing is :data:`~eventlake.archive.day_state.MARKER_AGE_MS` old, a marker
+    written after it may have been consumed by a sync already (its day closed again, nothing names
+    it): then the whole archive is listed again (a listing; only the new files are read)."""
+    if int(time.time() * 1000) - scan.listed_ms >= MARKER_AGE_MS:
+        listed: Iterable[ArchiveFile] = list_archive_files(storage, lake, source_id)
+    else:
+        markers = {d: [w for w, _ in found] for d, found in reopened_days(storage, lake, source_id).items()}
+        for day, written in scan.markers.items():  # those seen at the listing (maybe consumed since)
+            markers.setdefault(day, []).extend(written)
+        today = day_of(scan.listed_ms)
+        recent = {today - layout.DAY_MS, today, today + layout.DAY_MS}
+        stale = sorted(
+            day for day in set(scan.days) | recent | set(markers)
+            if not listing_is_final(day, markers.get(day, ()), scan.listed_ms)
+        )  # fmt: skip
+        listed = (f for day in stale for f in list_archive_day(storage, lake, source_id, day))
+    new = [f.path for f in listed if f.path.name not in scan.days.get(f.day_ms, ())]
+    if not new:
+        return scan
+    found = _find(storage, new, scan.identity.user_id, scan.identity)
+    return replace(scan, identity=found.identity, holding=[*scan.holding, *found.holding])
+
+
+def _find(storage: Storage, paths: Sequence[Location], user_id: str, earlier: Identity | None) -> ArchiveScan:
+    """The user's identity in ``paths`` (two reads of each: see :func:`scan_archive`), with
+    ``earlier``'s ids, and the files holding a message of the user."""
+    anonymous = set(earlier.anonymous_ids) if earlier else set()
+    for _, message in _messages(storage, paths):
+        if not isinstance(message, dict):
+            continue
+        if message.get("userId") == user_id and message.get("type") in ("identify", "alias"):
+            anonymous.update(
+                v for k in ("anonymousId", "previousId") if isinstance(v := message.get(k), str) and v
+            )
+    linked = Identity(user_id, frozenset(anonymous), frozenset())
+    quoted = orjson.dumps(user_id)
+    messages = set(earlier.message_ids) if earlier else set()
+    holding: dict[Location, None] = {}
+    for path, message in _messages(storage, paths, quoted):
+        if isinstance(message, bytes) or linked.owns(message):
+            holding[path] = None
+        if isinstance(message, dict) and linked.owns(message) and isinstance(message.get("messageId"), str):
+            messages.add(message["messageId"])
+    identity = Identity(user_id, frozenset(anonymous), frozenset(messages))
+    return ArchiveScan(identity, list(holding), 0)
+
+
+def _messages(
+    storage: Storage, paths: Iterable[Location], naming: bytes | None = None
+) -> Iterator[tuple[Location, dict[str, Any] | bytes]]:
+    """Each archive file's messages, by file; with ``naming``, also its lines that are not JSON
+    and hold those bytes (as bytes). A file deleted since it was listed (retention) is skipped, and
+    so is a damaged one (not whole gzip: none of its lines can be read; a sync quarantines it, see
+    :mod:`eventlake.sync.damaged`), so that it never stops a deletion."""
+    for path in paths:
+        try:
+            lines = list(read_archive_lines(storage, path))
+        except (FileNotFoundError, DamagedArchiveFileError):
+            continue
+        for line in lines:
+            message = _loads(line)
+            if isinstance(message, dict):
+                yield path, message
+            elif message is None and naming is not None and naming in line:
+                yield path, line
+
 
 def delete_user(
     settings: Settings, user_id: str, slugs: Sequence[str] = (), *, requested_by: str | None = None,
@@ -129,12 +275,21 @@ def _erase_source(
     catalog: CatalogOnce, wait: bool, say: Say,
 ) -> ErasureResult:  # fmt: skip
     """Delete the user from one source: suppressed first (new messages blocked, even while another
-    process holds the source), then the lake and the archive under the source's lock."""
+    process holds the source) and the archive read, then the lake and the archive changed under
+    the source's lock."""
     result = ErasureResult(source.slug, user_id)
     tell = prefixed(say, source.slug)
+    scanned: list[ArchiveScan] = []
+
+    def before() -> None:
+        SuppressionList(storage, settings.lake.root, source.id).add([user_id])
+        earlier = pending_identity(
+            storage, layout.deletion_pending_file(settings.lake.root, source.id, _key(user_id))
+        )
+        scanned.append(scan_archive(storage, settings.lake.root, source.id, user_id, earlier))
 
     def work(hold: Hold) -> ErasureResult:
-        SourceErasure(settings, source, storage, tell, hold).run(result, requested_by, catalog)
+        SourceErasure(settings, source, storage, tell, hold).run(result, requested_by, catalog, scanned[0])
         return result
 
     def failed(status: Status, exc: BaseException) -> ErasureResult:
@@ -143,7 +298,7 @@ def _erase_source(
 
     return run_source(
         settings, storage, source, work, failed=failed, what="deletion", catalog=catalog,
-        before=lambda: SuppressionList(storage, settings.lake.root, source.id).add([user_id]),
+        before=before,
         wait=wait, say=say,
     )  # fmt: skip
 
@@ -159,17 +314,23 @@ class SourceErasure:
         # on an object store: before each change, a holder that lost the source's lease stops
         self.check = hold.check
 
-    def run(self, result: ErasureResult, requested_by: str, catalog: CatalogOnce) -> None:
-        """The deletion, once the source is held and its interrupted runs completed."""
+    def run(self, result: ErasureResult, requested_by: str, catalog: CatalogOnce, scan: ArchiveScan) -> None:
+        """The deletion, once the source is held and its interrupted runs completed; ``scan``: the
+        archive as read before the lock (:func:`scan_archive`)."""
         started = now_utc()
         # what makes a row the user's, kept until the end: a rerun after a kill finds the rows whose
         # linking messages an earlier run already deleted from the archive
         pending = layout.deletion_pending_file(self.lake, self.source.id, _key(result.user_id))
-        identity = self.identity(result.user_id, self._pending_identity(pending))
+        earlier = pending_identity(self.storage, pending)
+        if earlier is not None and not earlier.anonymous_ids <= scan.identity.anonymous_ids:
+            # another deletion of the user wrote it after the scan read it: read the archive again
+            scan = scan_archive(self.storage, self.lake, self.source.id, result.user_id, earlier)
+        self.scan = catch_up(self.storage, self.lake, self.source.id, scan)
+        identity = self.scan.identity.merged(earlier)
         self.check()
         self.storage.write(pending, identity.to_json())
         result.linked_anonymous_ids = len(identity.anonymous_ids)
-        result.run_id = new_run_id(started, layout.COMPACT_RUN_PREFIX)  # committed as a rewrite
+        result.run_id = RewriteRun.new(RewriteKind.USER_DELETION, started).id  # names its audit record
         self.catalog = catalog
         for spec in self.tables():  # tables first, the archive (the source of truth) last
             self.table(spec, identity, result)
@@ -192,45 +353,19 @@ class SourceErasure:
             f"({result.table_files_rewritten} files) deleted"
         )
 
-    def _pending_identity(self, path: Location) -> Identity | None:
-        if not self.storage.exists(path):
-            return None
-        document = orjson.loads(self.storage.read(path))
-        return Identity(
-            document["user_id"], frozenset(document["anonymous_ids"]), frozenset(document["message_ids"])
-        )
-
     # -- the archive ---------------------------------------------------------------------------
 
-    def identity(self, user_id: str, earlier: Identity | None) -> Identity:
-        """The user's linked anonymous ids (one pass over the archive), then the ids of every
-        message of the user or of those ids (a second pass), with what an interrupted run found."""
-        anonymous = set(earlier.anonymous_ids) if earlier else set()
-        for message in self._messages():
-            if message.get("userId") == user_id and message.get("type") in ("identify", "alias"):
-                anonymous.update(
-                    v for k in ("anonymousId", "previousId") if isinstance(v := message.get(k), str) and v
-                )
-        found = Identity(user_id, frozenset(anonymous), frozenset())
-        messages = set(earlier.message_ids) if earlier else set()
-        messages.update(
-            m["messageId"] for m in self._messages() if found.owns(m) and isinstance(m.get("messageId"), str)
-        )
-        return Identity(user_id, frozenset(anonymous), frozenset(messages))
-
-    def _messages(self) -> Iterator[dict[str, Any]]:
-        for archived in list_archive_files(self.storage, self.lake, self.source.id):
-            for line in read_archive_lines(self.storage, archived.path):
-                message = _loads(line)
-                if isinstance(message, dict):
-                    yield message
-
     def archive(self, identity: Identity, result: ErasureResult) -> None:
-        """Rewrite each archive file holding a message of the user without it (whole, in place)."""
+        """Rewrite each archive file holding a message of the user without it (whole, in place):
+        the files the scan found, each read again here, under the lock."""
         quoted = orjson.dumps(identity.user_id)
-        for archived in list_archive_files(self.storage, self.lake, self.source.id):
+        for path in self.scan.holding:
             kept, dropped = [], 0
-            for line in read_archive_lines(self.storage, archived.path):
+            try:
+                lines = list(read_archive_lines(self.storage, path))
+            except FileNotFoundError:  # deleted by retention meanwhile
+                continue
+            for line in lines:
                 message = _loads(line)
                 # a line that is not JSON is the user's when it names them: better gone than kept
                 if identity.owns(message) or (message is None and quoted in line):
@@ -240,7 +375,7 @@ class SourceErasure:
             if dropped:
                 data = gzip.compress(b"".join(line + b"\n" for line in kept), compresslevel=6)
                 self.check()
-                self.storage.write(archived.path, data)
+                self.storage.write(path, data)
                 result.archive_files_rewritten += 1
                 result.archive_messages_deleted += dropped
 
@@ -275,10 +410,8 @@ class SourceErasure:
     def _commit(
         self, spec: TableSpec, files: list[_Rewritten], quarantine: bool, result: ErasureResult
     ) -> None:
-        stage = RunStage(
-            self.lake, self.source.id, self.source.dir_name, new_run_id(now_utc(), layout.COMPACT_RUN_PREFIX),
-            spec.partition_keys,
-        )  # fmt: skip
+        run = RewriteRun.new(RewriteKind.USER_DELETION)
+        stage = RunStage(self.lake, self.source.id, self.source.dir_name, run.id, spec.partition_keys)
         by_folder: dict[Location, tuple[dict[str, FileInfo], list[tuple[str, Any, int]]]] = {}
         for folder, infos, name, kept, before in files:
             by_folder.setdefault(folder, (infos, []))[1].append((name, kept, before))
@@ -293,10 +426,10 @@ class SourceErasure:
                 else:
                     result.rows_deleted += deleted
                 if kept.num_rows:
-                    output = layout.part_file_name(stage.run_id, index)
+                    output = layout.part_file_name(run.id, index)
                     outputs.append(stage_output(self.storage, stage, folder, output, kept))
             replaced = [name for name, _, _ in changed]
-            rewrites.append(finish_rewrite(self.storage, stage, folder, infos, outputs, replaced, table=spec))
+            rewrites.append(finish_rewrite(self.storage, stage, folder, infos, outputs, replaced, run, spec))
         manifest = Manifest(
             run_id=stage.run_id, source_id=self.source.id, files=(), moves=(), tables=(), report_path="",
             report=(), stage=str(stage.root), rewrites=tuple(rewrites),

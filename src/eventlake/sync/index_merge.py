@@ -11,8 +11,9 @@ Compaction (``eventlake compact``, ``up`` every hour, under the source's lock) c
    day every hour);
 3. they are merged into one file in the folder of the newest run among them, a range of keys at a
    time (the keys whose top bits are the range's number: :func:`.index_keys.records_in`), so the
-   merge holds about :data:`MERGE_RECORDS` records (96 MB) whatever the day's size; then the
-   inputs are deleted.
+   merge holds about :data:`MERGE_RECORDS` records (96 MB) whatever the day's size, streamed
+   through the store's ``open_write`` (on S3 a multipart upload, a part sent as it fills: a busy
+   source's day is over 5 GB, S3's limit for one put); then the inputs are deleted.
 
 Killed at any step, every (id, received time) the index held is still in it: a new file is whole
 (``open_write``) before anything it replaces is deleted; some are there twice until the next merge,
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +32,7 @@ import pyarrow.parquet as pq
 
 from eventlake import layout
 from eventlake.storage import FileInfo, Location, Storage
+from eventlake.sync.cutoffs import index_day_over
 from eventlake.sync.dedupe_index import INDEX_ARROW, LEGACY_SUFFIX, index_listing, runs_by_day
 from eventlake.sync.index_keys import (
     RECORD,
@@ -45,7 +47,6 @@ from eventlake.sync.index_keys import (
 MERGE_RECORDS = 4_000_000  # a merge step holds about this many records (24 bytes each)
 LEGACY_ROWS = 500_000  # a Parquet file of a lake written before key files is read this many rows at a time
 TIER = 2  # an open day's files are merged while each is at most TIER times the smaller ones together
-DAY_OVER = timedelta(hours=1)  # a day's runs have ended this long after its end: merge it whole
 
 
 def merge_index(
@@ -63,8 +64,7 @@ def merge_index(
             check()
             converted = [made for info in legacy for made in convert(storage, info)]
             infos = [info for info in infos if info not in legacy] + converted
-        over = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=timezone.utc) + timedelta(days=1) + DAY_OVER
-        chosen = choose([open_keys(storage, info) for info in infos], whole=now >= over)
+        chosen = choose([open_keys(storage, info) for info in infos], whole=index_day_over(day, now))
         if len(chosen) > 1:
             check()
             merge(storage, chosen, {info.path.name for info in infos}, infos)

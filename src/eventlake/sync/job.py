@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say, prefixed
 from eventlake.storage import Storage, to_location
 from eventlake.storage.lease import LeaseLostError
+from eventlake.sync.damaged import DamagedFile
 from eventlake.sync.dedupe import dedupe
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
 from eventlake.sync.plan import Observed, Plan, TablePlan, count_parsed, observe, plan_tables
@@ -60,7 +61,7 @@ from eventlake.timestamps import now_utc
 
 
 @dataclass(frozen=True)
-class Parsed:
+class ParsedRun:
     """What a run's parse pass found: its messages counted (``valid``, ``invalid``, those of
     suppressed users), the positions of the rows the dedupe drops, the deduplicated messages
     observed for the plan, and the stager's own handle on the parsed rows (for the quarantine)."""
@@ -72,6 +73,7 @@ class Parsed:
     drop: pa.Array  # positions (see .pieces)
     observed: Observed
     rows: Any
+    damaged: dict[str, str] = field(default_factory=dict)  # a damaged file's location -> its problem
 
 
 class Stager(Protocol):
@@ -86,15 +88,17 @@ class Stager(Protocol):
 
     def parse(
         self, run: SourceSync, files: Sequence[ArchiveFile], stage: RunStage, suppressed: frozenset[str]
-    ) -> Parsed:
+    ) -> ParsedRun:
         """Parse ``files`` into the run's pieces, keep the selection's rows, count and dedupe them."""
         ...
 
-    def write_tables(self, run: SourceSync, parsed: Parsed, plan: Plan, stage: RunStage) -> list[StagedFile]:
+    def write_tables(
+        self, run: SourceSync, parsed: ParsedRun, plan: Plan, stage: RunStage
+    ) -> list[StagedFile]:
         """Stage the planned tables' files (and the blocked types' messages, the dedupe index)."""
         ...
 
-    def write_invalid(self, run: SourceSync, parsed: Parsed, stage: RunStage) -> list[StagedFile]:
+    def write_invalid(self, run: SourceSync, parsed: ParsedRun, stage: RunStage) -> list[StagedFile]:
         """Stage the invalid messages into the quarantine."""
         ...
 
@@ -129,7 +133,7 @@ class SourceSync:
         completed = [manifest.report for manifest in self.hold.completed]
         try:  # like the ledger's checkpoint: the run goes on without it, and the next one tries again
             checkpoint_reports(
-                self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, self.hold.check
+                self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, self.hold
             )
         except LeaseLostError:
             raise
@@ -195,6 +199,11 @@ class SourceSync:
             parsed.suppressed,
             parsed.observed,
         )
+        damaged = _damaged(files, parsed.damaged)
+        if damaged:
+            self.selection.on_damaged(self, damaged)  # a replay refuses
+            for found in damaged:
+                self.say(found.describe())
         dropped = valid - observed.messages
         self.say(
             f"{valid + invalid + blocked_users} messages, {dropped} duplicates dropped, {invalid} invalid"
@@ -213,13 +222,14 @@ class SourceSync:
         blocked_messages = sum(observed.counts.get(segment_type, 0) for segment_type in plan.blocked)
         tables = [self._table(table, stage, staged) for table in plan.tables.values()]
         result = SyncResult(
-            self.source.slug, self.source.id, stage.run_id, Status.SUCCESS, start, now_utc(),
+            self.source.slug, self.source.id, stage.run_id, Status.PARTIAL if damaged else Status.SUCCESS,
+            start, now_utc(),
             tables=tuple(t for t, _ in tables), input_files=len(files), bytes_in=sum(f.size for f in files),
             input_messages=valid + invalid + blocked_users, duplicates_dropped=dropped,
             rejected_messages=invalid + blocked_messages, suppressed=blocked_users,
             rejected_values=sum(f.rows for f in staged if f.kind == VALUES), notices=plan.notices,
             blocked=tuple(BlockedTable(self.database, t, plan.notices[0]) for t in plan.blocked.values()),
-            replay_from=window and window[0], replay_to=window and window[1],
+            replay_from=window and window[0], replay_to=window and window[1], damaged=damaged,
         )  # fmt: skip
         return self._manifest(result, stage, files, staged, [entry for _, entry in tables]), result
 
@@ -242,6 +252,8 @@ class SourceSync:
             report_path=str(report_path(result, self.lake)),
             report=tuple(report_rows(result, self.lake, self.stager.application_id)),
             stage=str(stage.root),
+            damaged=tuple((d.key, d.problem) for d in result.damaged),
+            cleared=commit.cleared,
         )
 
     def _moves(self, stage: RunStage, staged: list[StagedFile]) -> list[tuple[str, str]]:
@@ -309,14 +321,15 @@ class SparkStager:
 
     def parse(
         self, run: SourceSync, files: Sequence[ArchiveFile], stage: RunStage, suppressed: frozenset[str]
-    ) -> Parsed:
+    ) -> ParsedRun:
         # the workers read the archive through storage: the lake's store needs no Hadoop connector
         pieces = stage.scratch("pieces")  # the valid messages' values, for the write pass
         parse = functools.partial(parse_files, storage=run.storage, pieces=pieces, suppressed=suppressed)
         lines = files_frame(self.spark, [f.path for f in files], sizes=[f.size for f in files])
         parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed", run.storage)
         parsed = run.selection.rows(parsed)
-        totals, shapes = count_parsed(parsed)
+        counted = count_parsed(parsed)
+        totals, shapes = counted.totals, counted.shapes
         valid, first_received = totals.get((True, False), (0, None))
         invalid = totals.get((False, False), (0, None))[0]
         blocked_users = totals.get((False, True), (0, None))[0]
@@ -333,15 +346,19 @@ class SparkStager:
         )
         observed = observe(deduped, shapes)
         positions = drop.column(0).combine_chunks()
-        return Parsed(valid, invalid, blocked_users, first_received, positions, observed, parsed)
+        return ParsedRun(
+            valid, invalid, blocked_users, first_received, positions, observed, parsed, counted.damaged
+        )
 
-    def write_tables(self, run: SourceSync, parsed: Parsed, plan: Plan, stage: RunStage) -> list[StagedFile]:
+    def write_tables(
+        self, run: SourceSync, parsed: ParsedRun, plan: Plan, stage: RunStage
+    ) -> list[StagedFile]:
         return write_tables(
             self.spark, stage.scratch("pieces"), plan.schemas, plan.blocked, parsed.drop,
             run.selection.window(), stage, run.source.date_partition, run.storage,
         )  # fmt: skip
 
-    def write_invalid(self, run: SourceSync, parsed: Parsed, stage: RunStage) -> list[StagedFile]:
+    def write_invalid(self, run: SourceSync, parsed: ParsedRun, stage: RunStage) -> list[StagedFile]:
         return stage_invalid_messages(parsed.rows, stage, run.storage)
 
     def release(self) -> None:
@@ -363,6 +380,11 @@ class SparkStager:
         kept.count()
         self.kept.append(kept)
         return kept
+
+
+def _damaged(files: Sequence[ArchiveFile], found: dict[str, str]) -> tuple[DamagedFile, ...]:
+    """The run's archive files its workers found damaged (``found``: location -> problem)."""
+    return tuple(DamagedFile(f.key, found[str(f.path)]) for f in files if str(f.path) in found)
 
 
 def _check_written(

@@ -12,11 +12,13 @@ A sync reads the checkpoint, the run entries written since it (at most about
 :data:`CHECKPOINT_RUNS`), and the reopen markers (:mod:`eventlake.archive.days`), then lists only
 the open days' archive folders: the days after ``closed_through`` and the reopened ones. Under the
 source's lock it then folds what it read into a new checkpoint (:meth:`Ledger.checkpoint`): a day
-whose files are all synced and that ended :data:`REOPEN_MARGIN_MS` ago is closed (its files go to
-its day file, then the checkpoint moves past it, then the run entries it read and the markers it
-consumed are deleted). Killed at any step, the files a rerun reads say the same: a day file written
-before its checkpoint is rewritten by the rerun, and a run entry or marker left behind after it is
-read again (a union: reading it twice changes nothing).
+whose files are all synced and that may close (:func:`~eventlake.archive.day_state.may_close`: it
+ended two hours ago) is closed (its files go to its day file, then the checkpoint moves past it,
+then the run entries it read and the markers it consumed are deleted). What is open, when a day may
+close and when a marker may be consumed are :mod:`eventlake.archive.day_state`'s rules. Killed at
+any step, the files a rerun reads say the same: a day file written before its checkpoint is
+rewritten by the rerun, and a run entry or marker left behind after it is read again (a union:
+reading it twice changes nothing).
 
 A lake written before checkpoints existed has run entries only: its first sync reads them all and
 lists the whole archive once, then checkpoints; that is the upgrade.
@@ -33,7 +35,14 @@ import orjson
 
 from eventlake import layout
 from eventlake.archive import ArchiveFile, list_archive_files
-from eventlake.archive.days import REOPEN_MARGIN_MS, day_of, list_archive_days, reopened_days
+from eventlake.archive.day_state import (
+    day_of,
+    first_closed_through,
+    is_open,
+    marker_may_be_consumed,
+    may_close,
+)
+from eventlake.archive.days import list_archive_days, reopened_days
 from eventlake.storage import Location, Storage
 from eventlake.storage.base import in_parallel
 
@@ -71,7 +80,7 @@ class LedgerView:
     reopened: dict[int, list[tuple[int, Location]]]  # day -> its reopen markers (written ms, path)
 
     def is_open(self, day: int) -> bool:
-        return self.closed_through is None or day > self.closed_through or day in self.reopened
+        return is_open(day, self.closed_through, self.reopened)
 
 
 @dataclass
@@ -197,19 +206,19 @@ class Ledger:
             listed[f.day_ms].append(f.path.name)
 
         def closable(day: int) -> bool:
-            return day + layout.DAY_MS + REOPEN_MARGIN_MS <= now_ms and all(
+            return may_close(day, now_ms) and all(
                 name in scan.synced.get(day, ()) for name in listed.get(day, ())
             )
 
         old = view.closed_through
-        through = old if old is not None else (min(listed) if listed else day_of(now_ms)) - layout.DAY_MS
+        through = old if old is not None else first_closed_through(min(listed, default=None), now_ms)
         while closable(through + layout.DAY_MS):
             through += layout.DAY_MS
         newly = [d for d in sorted(listed) if (old is None or d > old) and d <= through]
         refold = [
             d for d, markers in sorted(view.reopened.items())
             if d <= through and (old is None or d <= old or d in listed) and closable(d)
-            and all(written + REOPEN_MARGIN_MS <= now_ms for written, _ in markers)
+            and all(marker_may_be_consumed(written, now_ms) for written, _ in markers)
         ]  # fmt: skip
         if old == through and not refold and len(view.runs) < CHECKPOINT_RUNS:
             return False

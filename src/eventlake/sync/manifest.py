@@ -147,7 +147,10 @@ class PartitionRewrite:
 class Manifest:
     """One run's commit: the archive files it covers, the staged files to publish (``(staged,
     final)`` paths), the tables to register, its report, the staging folder to drop, and the
-    partitions it rewrites (a compaction's only content)."""
+    partitions it rewrites (a compaction's only content). ``lease``: the number of the source's
+    lease it was written under (0: a local lake, whose ``flock`` cannot be lost, or a manifest of a
+    version before the commit fence); see :mod:`eventlake.storage.lease` for when a manifest of
+    an older lease is applied and when it is dropped."""
 
     run_id: str
     source_id: str
@@ -158,6 +161,11 @@ class Manifest:
     report: tuple[dict[str, Any], ...]
     stage: str
     rewrites: tuple[PartitionRewrite, ...] = ()
+    lease: int = 0
+    # archive files found damaged (key, problem), and the keys that leave the damaged list (read
+    # again by a retry, or gone): see eventlake.sync.damaged
+    damaged: tuple[tuple[str, str], ...] = ()
+    cleared: tuple[str, ...] = ()
 
     def to_json(self) -> bytes:
         document = {
@@ -170,6 +178,9 @@ class Manifest:
             "report": list(self.report),
             "stage": self.stage,
             "rewrites": [r.to_dict() for r in self.rewrites],
+            "lease": self.lease,
+            "damaged": [list(d) for d in self.damaged],
+            "cleared": list(self.cleared),
         }
         return orjson.dumps(document, option=orjson.OPT_INDENT_2)
 
@@ -186,4 +197,7 @@ class Manifest:
             tuple(document["report"]),
             document["stage"],
             tuple(PartitionRewrite.from_dict(r) for r in document.get("rewrites", ())),
+            int(document.get("lease", 0)),
+            tuple((key, problem) for key, problem in document.get("damaged", ())),
+            tuple(document.get("cleared", ())),
         )

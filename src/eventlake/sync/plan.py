@@ -51,25 +51,39 @@ class Observed:
         return sum(self.counts.values())
 
 
-def count_parsed(
-    parsed: DataFrame,
-) -> tuple[dict[tuple[bool, bool], tuple[int, datetime | None]], dict[str, dict[str, str]]]:
+@dataclass(frozen=True)
+class Parsed:
+    """What a run's ``parsed`` rows hold (see :func:`count_parsed`)."""
+
+    totals: dict[tuple[bool, bool], tuple[int, datetime | None]]  # (ok, dropped) -> (n, earliest)
+    shapes: dict[str, dict[str, str]]  # shape name -> column types
+    damaged: dict[str, str]  # a damaged archive file's location -> its problem (none of its lines read)
+
+
+def count_parsed(parsed: DataFrame) -> Parsed:
     """One aggregation of a run's ``parsed`` rows (see :mod:`.transform`): ``(ok, dropped)`` ->
-    (messages, earliest received time), where ``dropped`` marks a suppressed user's messages; and
-    the run's shapes (name -> column types), from its shape rows."""
+    (messages, earliest received time), where ``dropped`` marks a suppressed user's messages; the
+    run's shapes (name -> column types), from its shape rows; and its damaged archive files, from
+    their rows (``ok`` and ``shape`` null)."""
     dropped = F.coalesce(F.col("reason") == F.lit(SUPPRESSED), F.lit(False)).alias("dropped")
-    shape = F.when(F.col("ok").isNull(), F.struct("shape", "types"))  # null for a message: not collected
+    # null for a message: not collected
+    shape = F.when(F.col("ok").isNull(), F.struct("shape", "types", "reason", "raw"))
     totals: dict[tuple[bool, bool], tuple[int, datetime | None]] = {}
     shapes: dict[str, dict[str, str]] = {}
+    damaged: dict[str, str] = {}
     aggregated = parsed.groupBy("ok", dropped).agg(
         F.count("*").alias("n"), F.min("received_at").alias("first"), F.collect_list(shape).alias("shapes")
     )
     for row in aggregated.collect():
         if row["ok"] is None:
-            shapes.update((s["shape"], s["types"]) for s in row["shapes"])
+            for s in row["shapes"]:
+                if s["shape"] is None:  # a damaged file's row
+                    damaged[s["raw"]] = s["reason"]
+                else:
+                    shapes[s["shape"]] = s["types"]
         else:
             totals[(row["ok"], row["dropped"])] = (row["n"], row["first"])
-    return totals, shapes
+    return Parsed(totals, shapes, damaged)
 
 
 def observe(deduped: DataFrame, shapes: dict[str, dict[str, str]]) -> Observed:

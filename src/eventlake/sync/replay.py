@@ -9,7 +9,7 @@ messages received in ``[start, end)``, with three differences:
   range's own ids are in the index from the syncs that first brought them; the replay adds its
   own folder of the range's ids, as a sync does);
 - **commit**: every table partition of the range is *replaced*, not appended to: its new files
-  (perhaps none) are staged with a commit marker naming every file the folder holds now, and
+  (perhaps none) are staged with a commit marker naming every data file the folder holds now, and
   switched like a compaction (:func:`eventlake.sync.rewrite.apply_rewrite`: one swap on a local
   disk; on an object store a new version folder, then the catalog's partition location moved to
   it), so a reader sees the partition's old content or its new one, never both and never nothing
@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from eventlake import layout, partitions
-from eventlake.archive import ArchiveFile, list_archive_files
+from eventlake.archive import ArchiveFile, DamagedArchiveFileError, list_archive_files
 from eventlake.archive.days import list_archive_days
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import is_under, read_schema_files, source_tables
@@ -49,13 +49,14 @@ from eventlake.progress import Say, say
 from eventlake.schema.table_names import TableNames
 from eventlake.storage import FileInfo, Location, Storage, to_location
 from eventlake.sync.adopt import Progress
+from eventlake.sync.damaged import DamagedFile, read_damaged
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table
 from eventlake.sync.report import SyncResult
-from eventlake.sync.rewrite import finish_rewrite, stage_output
+from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite, retirement, stage_output
 from eventlake.sync.selection import Commit, Run
-from eventlake.sync.stage import TABLE, RunStage, StagedFile, new_run_id
+from eventlake.sync.stage import TABLE, RunStage, StagedFile
 from eventlake.sync.state import SyncState
 
 DAY_MS = layout.DAY_MS
@@ -153,7 +154,8 @@ class Replay:
             )]  # fmt: skip
             self.segment_types = self.wanted.segment_types(run.names, known)
         refuse_adopted(run.storage, run.lake, run.source, run.names, start, end, self.segment_types)
-        return files
+        damaged = read_damaged(run.storage, run.lake, run.source.id)  # quarantined: in no partition
+        return [f for f in files if f.key not in damaged]
 
     def _bounds(self) -> tuple[datetime, datetime]:
         if self.range is None:
@@ -191,6 +193,17 @@ class Replay:
         )  # fmt: skip
         return Commit((), tuple(moves), tuple(rewrites))
 
+    def on_damaged(self, run: Run, damaged: Sequence[DamagedFile]) -> None:
+        """A replay replaces its range's partitions whole, and these files were synced whole
+        before (the quarantined ones are not read): without their messages it would drop them
+        from the lake, so it refuses."""
+        raise DamagedArchiveFileError(
+            ", ".join(d.key for d in damaged),
+            "; ".join(sorted({d.problem for d in damaged}))
+            + "; a replay would drop their messages from the lake, so it did not run",
+            then="run the replay again",
+        )
+
 
 def run_replay(
     settings: Settings, slug: str, wanted: ReplayRange, *, spark: Any = None, catalog: Catalog | None = None,
@@ -227,8 +240,10 @@ def refuse_adopted(
     end: datetime, segment_types: frozenset[str] | None,
 ) -> None:  # fmt: skip
     """Raise :class:`UsageError` when ``[start, end)`` holds partitions adopted from Segment Data
-    Lakes (of ``segment_types``; None: any): a replay rebuilds a partition from eventlake's archive,
-    which does not hold the messages SDL synced, so replacing it would lose them."""
+    Lakes (of ``segment_types``; None: any), or partitions holding data eventlake did not write
+    (SDL's files written after the last adoption, another writer's: :func:`refuse_foreign`): a
+    replay rebuilds a partition from eventlake's archive, which does not hold the messages SDL
+    synced, so replacing it would lose them."""
     keys = layout.partition_columns(source.date_partition)
     adopted = Progress.read(storage, layout.adoption_file(lake, source.id)).registered
     hit = sorted(
@@ -247,6 +262,61 @@ def refuse_adopted(
             f"they would be lost. Replay the days after them instead: "
             f"--from {(after + timedelta(days=1) if after.hour else after):%Y-%m-%d}"
         )
+    refuse_foreign(
+        storage, source, range_partitions(storage, lake, source, names, start, end, segment_types), start, end
+    )
+
+
+def range_partitions(
+    storage: Storage, lake: Location, source: SourceSettings, table_names: TableNames, start: datetime,
+    end: datetime, segment_types: frozenset[str] | None = None,
+) -> dict[Location, dict[str, FileInfo]]:  # fmt: skip
+    """The files of each table partition of the source (of ``segment_types``; None: all) inside
+    ``[start, end)``, from the lake itself (not the catalog's schema files: after a change of
+    database, the new one has none yet): one listing of the source's data."""
+    keys = layout.partition_columns(source.date_partition)
+    data = layout.source_data_dir(lake, source.dir_name)
+    found: dict[Location, dict[str, FileInfo]] = {}
+    for folder, infos in partitions.partition_listing(storage, data, 1 + len(keys)).items():
+        table = _table_of(folder, keys)
+        if segment_types is not None and _segment_type(table_names, table) not in segment_types:
+            continue
+        values = layout.partition_values(table, folder, keys)
+        period = layout.partition_period(keys, values) if values is not None else None
+        if period is not None and start <= period[0] and period[1] <= end:
+            found[folder] = infos
+    return found
+
+
+def refuse_foreign(
+    storage: Storage, source: SourceSettings, listings: dict[Location, dict[str, FileInfo]], start: datetime,
+    end: datetime,
+) -> None:  # fmt: skip
+    """Raise :class:`UsageError` when one of the partitions of ``listings`` holds data eventlake did
+    not write (:func:`eventlake.partitions.holds_foreign_data`): replacing it from eventlake's archive
+    would lose those rows."""
+    foreign = sorted(
+        (
+            folder
+            for folder, names in listings.items()
+            if partitions.holds_foreign_data(storage, folder, names)
+        ),
+        key=str,
+    )
+    if foreign:
+        raise UsageError(
+            f"the replay of {source.slug} from {start:%Y-%m-%d} to {end - timedelta(days=1):%Y-%m-%d} "
+            f"would replace {len(foreign)} partitions holding data eventlake did not write (Segment "
+            f"Data Lakes' or another writer's files), e.g. {foreign[0]}; eventlake's archive does not "
+            "hold those rows, so they would be lost. Run eventlake adopt first if SDL wrote them, and "
+            "replay the days without such partitions"
+        )
+
+
+def _table_of(folder: Location, keys: tuple[str, ...]) -> Location:
+    for _ in keys:
+        folder = folder.parent
+    return folder
 
 
 def stale_tables(settings: Settings, source: SourceSettings) -> list[str]:
@@ -282,7 +352,7 @@ def replace_partitions(
     with the run's staged table files (as the rewrite's outputs: on a local disk moved into each
     folder's staged content, on an object store published from where they are) and the range's
     quarantine rows with the run's; the staged files that are still plain moves."""
-    rewrite_id = new_run_id(start, layout.COMPACT_RUN_PREFIX)
+    run = RewriteRun.new(RewriteKind.REPLAY)  # (not of the range: two replays of it differ)
     outputs: dict[Location, list[str]] = {}
     sources: dict[Location, list[str]] = {}
     moves = []
@@ -292,45 +362,32 @@ def replace_partitions(
     for file in (f for f in staged if f.kind == TABLE):
         folder = to_location(str(stage.final(file))).parent
         names = outputs.setdefault(folder, [])
-        name = layout.part_file_name(rewrite_id, len(names))
+        name = layout.part_file_name(run.id, len(names))
         if swapped:
             moves.append((stage.staged(file), stage.rewrite_folder(folder) / name))
         else:
             sources.setdefault(folder, []).append(str(stage.staged(file)))
         names.append(name)
-    storage.publish_many(moves)  # within the stage, before the manifest: a crash drops them all
-    # every partition folder of the source's tables, from the lake itself (not the catalog's schema
-    # files: after a change of database, the new one has none yet)
     keys = layout.partition_columns(source.date_partition)
-    data = layout.source_data_dir(lake, source.dir_name)
-    listings: dict[Location, dict[str, FileInfo]] = {}
-    for folder, infos in partitions.partition_listing(storage, data, 1 + len(keys)).items():
-        table = folder
-        for _ in keys:
-            table = table.parent
-        if segment_types is not None and _segment_type(table_names, table) not in segment_types:
-            continue
-        values = layout.partition_values(table, folder, keys)
-        period = layout.partition_period(keys, values) if values is not None else None
-        if folder in outputs or (period is not None and start <= period[0] and period[1] <= end):
-            listings[folder] = infos
+    listings = range_partitions(storage, lake, source, table_names, start, end, segment_types)
+    refuse_foreign(storage, source, listings, start, end)  # (written while the replay ran)
+    storage.publish_many(moves)  # within the stage, before the manifest: a crash drops them all
     rewrites = []
     for folder in sorted(set(outputs) | set(listings), key=str):
         infos = listings.get(folder, {})
-        table = folder
-        for _ in keys:
-            table = table.parent
+        table = _table_of(folder, keys)
         spec = TableSpec(database, table_names.table(_segment_type(table_names, table)), (), keys, str(table))
+        data = partitions.partition_files(storage, folder, infos)
         rewrites.append(
             finish_rewrite(
                 storage, stage, folder, infos, outputs.get(folder, []),
-                list(infos), rewrite_id, spec if database else None, sources.get(folder, ()),
+                retirement(infos, data, data), run, spec if database else None, sources.get(folder, ()),
             )
         )  # fmt: skip
     # a quarantine row names its table by segment type (a sync's) or by table name (set-type's)
     tables = None if segment_types is None else segment_types | {table_names.table(t) for t in segment_types}
     quarantine = quarantine_table(lake, database, source.id, source.table_prefix) if database else None
-    rewrites += _quarantine_rewrites(storage, stage, lake, source, start, end, rewrite_id, tables, quarantine)
+    rewrites += _quarantine_rewrites(storage, stage, lake, source, start, end, run, tables, quarantine)
     return rewrites, [f for f in staged if f.kind != TABLE]
 
 
@@ -340,7 +397,7 @@ def _segment_type(names: TableNames, table: Location) -> str:
 
 def _quarantine_rewrites(
     storage: Storage, stage: RunStage, lake: Location, source: SourceSettings, start: datetime,
-    end: datetime, rewrite_id: str, tables: frozenset[str] | None, spec: TableSpec | None = None,
+    end: datetime, run: RewriteRun, tables: frozenset[str] | None, spec: TableSpec | None = None,
 ) -> list[PartitionRewrite]:  # fmt: skip
     """Each quarantine file holding rows received in the range, rewritten without them (the replay
     stages its own). A replay of some tables (``tables``: the names their rows carry) takes only
@@ -368,12 +425,10 @@ def _quarantine_rewrites(
             replaced.append(name)
             kept = table.filter(pc.invert(inside))
             if kept.num_rows:
-                output = layout.part_file_name(rewrite_id, len(outputs), prefix="")
+                output = layout.part_file_name(run.id, len(outputs), prefix="")
                 outputs.append(stage_output(storage, stage, folder, output, kept))
         if replaced:
-            rewrites.append(
-                finish_rewrite(storage, stage, folder, infos, outputs, replaced, rewrite_id, spec)
-            )
+            rewrites.append(finish_rewrite(storage, stage, folder, infos, outputs, replaced, run, spec))
     return rewrites
 
 
@@ -382,7 +437,9 @@ __all__ = [
     "Replay",
     "ReplayRange",
     "parse_day",
+    "range_partitions",
     "refuse_adopted",
+    "refuse_foreign",
     "replay_files",
     "run_replay",
     "stale_tables",

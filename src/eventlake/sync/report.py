@@ -13,6 +13,7 @@ from eventlake import layout, partitions
 from eventlake.catalog import TableSpec
 from eventlake.errors import EventLakeError
 from eventlake.storage import Location, Storage, relative_to
+from eventlake.sync.damaged import DamagedFile
 from eventlake.sync.status import Status
 from eventlake.timestamps import format_timestamp, now_utc, parse_timestamp
 
@@ -50,6 +51,7 @@ REPORT_COLUMNS = (
     ("notices", "array<string>"),
     ("collisions", "array<string>"),
     ("run_id", "string"),  # a field of the rows (a partition key of a lake written before the merge)
+    ("damaged_files", "array<struct<file:string,problem:string>>"),  # quarantined by name (sync/damaged.py)
 )
 
 
@@ -97,6 +99,7 @@ class SyncResult:
     error_code: str = ""
     notices: tuple[str, ...] = field(default=())
     blocked: tuple[BlockedTable, ...] = ()  # a table row of the report each, status failed
+    damaged: tuple[DamagedFile, ...] = ()  # archive files not whole gzip: quarantined, none of it read
 
     @classmethod
     def failure(
@@ -167,6 +170,7 @@ def report_rows(result: SyncResult, lake: Location, app_id: str = "") -> list[di
         "bytes_in": result.bytes_in,
         "source": result.source,
         "notices": list(result.notices),
+        "damaged_files": [{"file": d.key, "problem": d.problem} for d in result.damaged],
     }
     rows = [source_row]
     for table in result.tables:
@@ -207,6 +211,8 @@ def completed_result(reports: Sequence[Sequence[dict[str, Any]]]) -> SyncResult 
     return replace(
         last, start_time=results[0].start_time, tables=tuple(t for r in results for t in r.tables),
         blocked=tuple(b for r in results for b in r.blocked),
+        damaged=tuple(d for r in results for d in r.damaged),
+        status=Status.PARTIAL if any(r.status == Status.PARTIAL for r in results) else last.status,
         notices=tuple(n for r in results for n in r.notices),
         **{name: sum(getattr(r, name) for r in results) for name in _COUNTS},
     )  # fmt: skip
@@ -230,10 +236,15 @@ def _result_of_report(rows: Sequence[dict[str, Any]]) -> SyncResult:
             )
         )  # fmt: skip
     counts: dict[str, Any] = {name: head.get(name) or 0 for name in _COUNTS}
+    damaged = tuple(
+        DamagedFile(d["file"], d.get("problem") or "", head["run_id"])
+        for d in head.get("damaged_files") or ()
+    )
     return SyncResult(
-        head["source"], head["source_id"], head["run_id"], Status.SUCCESS,
+        head["source"], head["source_id"], head["run_id"], Status.PARTIAL if damaged else Status.SUCCESS,
         parse_timestamp(head["start_time"]) or now_utc(), parse_timestamp(head["finish_time"]) or now_utc(),
-        tables=tuple(tables), blocked=tuple(blocked), notices=tuple(head.get("notices") or ()),
+        tables=tuple(tables), blocked=tuple(blocked), damaged=damaged,
+        notices=tuple(head.get("notices") or ()),
         replay_from=parse_timestamp(head.get("replay_from")),
         replay_to=parse_timestamp(head.get("replay_to")), **counts,
     )  # fmt: skip
@@ -252,13 +263,14 @@ _COUNTS = (
 
 def run_status(rows: list[dict[str, Any]]) -> Status:
     """A report file's run as users see it: ``Failed`` (the run, or every table, failed),
-    ``Partial Success`` (some tables failed: the table limit) or ``Success``."""
+    ``Partial Success`` (some tables failed: the table limit; or archive files were found damaged,
+    see :mod:`.damaged`) or ``Success``."""
     tables = [r for r in rows if r.get("type") == "event"]
     failed = [r for r in tables if r.get("status") == "failed"]
     head = next((r for r in rows if r.get("type") == "source"), rows[0] if rows else {})
     if head.get("status") == "failed" or (tables and len(failed) == len(tables)):
         return Status.FAILED
-    return Status.PARTIAL if failed else Status.SUCCESS
+    return Status.PARTIAL if failed or head.get("damaged_files") else Status.SUCCESS
 
 
 def reports_table(lake: Location) -> TableSpec:

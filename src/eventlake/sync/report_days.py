@@ -43,7 +43,6 @@ on this version (the next round of ``up``, or the same ``eventlake sync``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 
@@ -53,27 +52,28 @@ from eventlake import layout, partitions
 from eventlake.catalog import Catalog
 from eventlake.progress import Say
 from eventlake.storage import Location, Storage
-from eventlake.sync.commit import apply
 from eventlake.sync.manifest import CHECK, Manifest, PartitionRewrite, TableEntry
 from eventlake.sync.report import REPORT_PARTITION_KEYS, REPORTS_DATABASE, REPORTS_TABLE, reports_table
-from eventlake.sync.rewrite import finish_rewrite
-from eventlake.sync.stage import RunStage, new_run_id
+from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite
+from eventlake.sync.runner import Hold, publish
+from eventlake.sync.stage import RunStage
 from eventlake.sync.state import SyncState
 from eventlake.timestamps import now_utc
 
 
 def checkpoint_reports(
     storage: Storage, lake: Location, catalog: Catalog, state: SyncState, source_id: str, say: Say,
-    check: Callable[[], None] = lambda: None, now: datetime | None = None,
+    hold: Hold | None = None, now: datetime | None = None,
 ) -> int:  # fmt: skip
     """Merge the source's finished days not merged yet (upgrading a lake written before the merge
-    first); call it under the source's lock, after completing its interrupted commits. ``check``:
-    the lease's, called before anything is published. Returns the days merged."""
-    now = now or now_utc()
+    first); call it under the source's lock, after completing its interrupted commits. ``hold``:
+    the source's (its lease checked before anything is published, and the merge's manifest fenced
+    by it: :func:`eventlake.sync.runner.publish`). Returns the days merged."""
+    now, hold = now or now_utc(), hold or Hold()
     yesterday = (now.date() - timedelta(days=1)).isoformat()
     done = merged_through(storage, lake, source_id)
     if done is None:
-        merged = _upgrade(storage, lake, catalog, state, source_id, say, check, now)
+        merged = _upgrade(storage, lake, catalog, state, source_id, say, hold, now)
     elif done >= yesterday:
         return 0
     else:
@@ -81,7 +81,7 @@ def checkpoint_reports(
         while day.isoformat() <= yesterday:
             days.append(day.isoformat())
             day += timedelta(days=1)
-        merged = _merge(storage, lake, catalog, state, source_id, days, check, now)
+        merged = _merge(storage, lake, catalog, state, source_id, days, hold, now)
     storage.write(layout.report_days_file(lake, source_id), orjson.dumps({"merged_through": yesterday}))
     if merged:
         say(f"reports of {merged} finished days merged into a file each")
@@ -100,10 +100,11 @@ def merged_through(storage: Storage, lake: Location, source_id: str) -> str | No
 
 def _merge(
     storage: Storage, lake: Location, catalog: Catalog, state: SyncState, source_id: str,
-    days: list[str], check: Callable[[], None], now: datetime, upgrade: bool = False,
+    days: list[str], hold: Hold, now: datetime, upgrade: bool = False,
 ) -> int:  # fmt: skip
-    stage = RunStage(lake, source_id, source_id, new_run_id(now, layout.COMPACT_RUN_PREFIX), ())
-    rewrites = [r for day in days if (r := stage_day(storage, stage, lake, source_id, day)) is not None]
+    run = RewriteRun.new(RewriteKind.REPORT_MERGE, now)
+    stage = RunStage(lake, source_id, source_id, run.id, ())
+    rewrites = [r for day in days if (r := stage_day(storage, stage, run, lake, source_id, day)) is not None]
     if not rewrites:
         storage.delete_tree(stage.root)
         return 0
@@ -116,22 +117,18 @@ def _merge(
         tables=(TableEntry(reports_table(lake), partitions, CHECK),), report_path="", report=(),
         stage=str(stage.root), rewrites=tuple(rewrites),
     )  # fmt: skip
-    check()
-    state.write_pending(manifest)
-    apply(manifest, catalog, state, storage, lake)
+    publish(manifest, hold, state, storage, lake, catalog)  # fenced by the lease, as a sync's commit
     return len(rewrites)
 
 
 def stage_day(
-    storage: Storage, stage: RunStage, lake: Location, source_id: str, day: str
+    storage: Storage, stage: RunStage, run: RewriteRun, lake: Location, source_id: str, day: str
 ) -> PartitionRewrite | None:
     """Stage one day's merged reports (the per-run files and an earlier merged file, as readers see
     them) and its marker; None when the day holds no per-run report (merged, or none that day)."""
     folder = layout.report_folder(lake, day, source_id)
     names = partitions.report_folder_names(storage, folder)
-    reports = layout.report_folder_files(
-        names, lambda m: partitions.marker_replaced(storage.read(folder / m))
-    )
+    reports = layout.report_folder_files(names, partitions.read_marker(storage, folder))
     if not any(layout.is_run_report_name(n) for n in reports):
         return None
     staged = stage.rewrite_folder(folder)
@@ -145,9 +142,9 @@ def stage_day(
             continue
         merged.append(data if data.endswith(b"\n") or not data else data + b"\n")
         replaced.append(name)
-    output = layout.merged_report_name(stage.run_id)
+    output = layout.merged_report_name(run.id)
     storage.write(staged / output, b"".join(merged))
-    rewrite = finish_rewrite(storage, stage, folder, names, [output], replaced)
+    rewrite = finish_rewrite(storage, stage, folder, names, [output], replaced, run, data=reports)
     return replace(
         rewrite,
         database=REPORTS_DATABASE,
@@ -159,7 +156,7 @@ def stage_day(
 
 def _upgrade(
     storage: Storage, lake: Location, catalog: Catalog, state: SyncState, source_id: str, say: Say,
-    check: Callable[[], None], now: datetime,
+    hold: Hold, now: datetime,
 ) -> int:  # fmt: skip
     """A source's first merge: every day holding its reports of a partition per run (one listing of
     them), merged, and the table re-created with a partition per day."""
@@ -168,7 +165,7 @@ def _upgrade(
     days = sorted({layout.report_day(info.path, lake) for info in legacy})
     if days:
         say(f"reports: {len(legacy)} run reports of {len(days)} days to merge into a partition per day")
-    merged = _merge(storage, lake, catalog, state, source_id, days, check, now, upgrade=True)
+    merged = _merge(storage, lake, catalog, state, source_id, days, hold, now, upgrade=True)
     if not days:
         _drop_old_table(catalog)  # (another source's reports, if any, come back with its own first sync)
     for info in legacy:  # the emptied per-run folders (a local disk's): a day folder swaps whole later

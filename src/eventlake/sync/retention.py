@@ -2,7 +2,11 @@
 
 - **Archive** (``retention.archive_days``): a file of ``segment-logs/<source-id>/<day-ms>/`` goes
   once its received day ended more than ``archive_days`` ago **and** the ledger says it is in the
-  lake; an older file that is not synced yet stays (and is counted) until a sync has read it.
+  lake; an older file that is not synced yet stays (and is counted) until a sync has read it, and
+  so does a file quarantined as damaged (:mod:`eventlake.sync.damaged`: none of its messages is in
+  a table) until it is restored and read again.
+  The newest day deleted is recorded first (:func:`eventlake.archive.days.expire_days_through`):
+  ``eventlake import`` of the same archive again skips the days up to it.
 - **Tables** (``retention.table_days``): a partition of a source's event tables goes once the hour
   (or day) it holds ended more than ``table_days`` ago: first out of the catalog (Spark stops
   reading it), then its folder (DuckDB, which lists folders, stops seeing it). Killed in between, a
@@ -22,11 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from eventlake import layout, partitions
 from eventlake.archive import ArchiveFile, list_archive_files
+from eventlake.archive.days import expire_days_through
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
@@ -34,13 +39,18 @@ from eventlake.errors import UsageError
 from eventlake.progress import Say, prefixed, say
 from eventlake.storage import Storage, to_location
 from eventlake.sync.commit import CatalogOnce
-from eventlake.sync.dedupe_index import CLOCK_MARGIN, index_days_before
+from eventlake.sync.cutoffs import (
+    archive_day_ended_before,
+    ended_before,
+    index_expired_before,
+    retention_cutoff,
+)
+from eventlake.sync.damaged import read_damaged
+from eventlake.sync.dedupe_index import index_days_before
 from eventlake.sync.ledger import Ledger
 from eventlake.sync.runner import Hold, error_text, run_source
 from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc
-
-DAY_MS = layout.DAY_MS
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,7 @@ class RetentionResult:
     status: str = Status.SUCCESS  # Success | Nothing to do | Skipped (a sync holds the source) | Failed
     expired: list[Expired] = field(default_factory=list)
     unsynced_files: int = 0  # old archive files kept because no sync has read them yet
+    damaged_files: int = 0  # old archive files kept because they are quarantined as damaged
     error: str = ""
 
 
@@ -114,10 +125,10 @@ class SourceRetention:
         self.check = hold.check
         retention, result, now = self.settings.retention, self.result, self.now
         if retention.archive_days:
-            self.archive(now - timedelta(days=retention.archive_days), result)
-            self.dedupe_index(now - timedelta(days=retention.archive_days), result)
+            self.archive(retention_cutoff(now, retention.archive_days), result)
+            self.dedupe_index(retention_cutoff(now, retention.archive_days), result)
         if retention.table_days:
-            self.tables(now - timedelta(days=retention.table_days), result)
+            self.tables(retention_cutoff(now, retention.table_days), result)
         if not result.expired:
             result.status = Status.NOTHING
         return result
@@ -129,24 +140,33 @@ class SourceRetention:
 
     def archive(self, cutoff: datetime, result: RetentionResult) -> None:
         """Delete the synced archive files of the received days that ended before ``cutoff``."""
-        cutoff_ms = int(cutoff.timestamp() * 1000)
         old = [
             f
             for f in list_archive_files(self.storage, self.lake, self.source.id)
-            if f.day_ms + DAY_MS <= cutoff_ms
+            if archive_day_ended_before(f.day_ms, cutoff)
         ]
         if not old:
             return
         synced = Ledger(self.storage, self.lake, self.source.id).synced_keys({f.day_ms for f in old})
+        # a damaged file is "handled" for the ledger (its day closes) but its messages are in no
+        # table: it is kept until it is restored and read (sync --rescan), never expired unread
+        damaged = read_damaged(self.storage, self.lake, self.source.id)
         days: dict[int, list[ArchiveFile]] = {}
         for f in old:
-            if f.key in synced:
+            if f.key in damaged:
+                result.damaged_files += 1
+            elif f.key in synced:
                 days.setdefault(f.day_ms, []).append(f)
             else:
                 result.unsynced_files += 1
         if result.unsynced_files:
             self.say(
                 f"{result.unsynced_files} archive files past retention are kept: no sync has read them yet"
+            )
+        if result.damaged_files:
+            self.say(
+                f"{result.damaged_files} damaged archive files past retention are kept: their messages are "
+                "in no table; restore them and run `eventlake sync --rescan`, or delete them by hand"
             )
         for day_ms, files in sorted(days.items()):
             day = datetime.fromtimestamp(day_ms / 1000, timezone.utc).date().isoformat()
@@ -156,6 +176,8 @@ class SourceRetention:
             if self.dry_run:
                 continue
             self.check()
+            # recorded first: an import of the day again skips it (its messages are not brought back)
+            expire_days_through(self.storage, self.lake, self.source.id, day_ms)
             for f in files:
                 self.storage.delete(f.path)
             if len(files) == sum(1 for f in old if f.day_ms == day_ms):  # the whole day went
@@ -165,7 +187,7 @@ class SourceRetention:
     def dedupe_index(self, cutoff: datetime, result: RetentionResult) -> None:
         """Delete the dedupe index's files that no sync or replay of the archive kept after
         ``cutoff`` can need (see the module's docstring), a UTC day of runs at a time."""
-        before = cutoff - timedelta(days=self.source.dedupe_window_days) - CLOCK_MARGIN
+        before = index_expired_before(cutoff, self.source.dedupe_window_days)
         index = layout.dedupe_index_dir(self.lake, self.source.id)
         for day, infos in sorted(index_days_before(self.storage, index, before).items()):
             result.expired.append(
@@ -220,4 +242,4 @@ class SourceRetention:
 
 def _ended_before(keys: tuple[str, ...], values: tuple[str, ...], cutoff: datetime) -> bool:
     period = layout.partition_period(keys, values)
-    return period is not None and period[1] <= cutoff
+    return period is not None and ended_before(period[1], cutoff)

@@ -37,7 +37,7 @@ from eventlake.schema.arrow import ARROW_TYPES
 from eventlake.storage import Storage, to_location
 from eventlake.sync.manifest import CHECK, RETYPE, Manifest, PartitionRewrite, TableEntry
 from eventlake.sync.quarantine import quarantine_table, rows_table, value_row
-from eventlake.sync.rewrite import finish_rewrite, stage_output
+from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite, stage_output
 from eventlake.sync.runner import Hold, publish, run_source
 from eventlake.sync.stage import REPLACE, VALUES, RunStage, StagedFile, new_run_id
 from eventlake.sync.state import SyncState
@@ -143,7 +143,7 @@ def _stage_rewrites(
     target = ARROW_TYPES[kind]
     location = to_location(spec.location)
     in_place = storage.local_path(location) is not None
-    rewrite_id = new_run_id(now_utc(), layout.COMPACT_RUN_PREFIX)
+    run = RewriteRun.new(RewriteKind.SET_TYPE)
     staged: list[StagedFile] = []
     rewrites: list[PartitionRewrite] = []
     rejected: list[tuple[Any, ...]] = []
@@ -184,12 +184,7 @@ def _stage_rewrites(
             outputs.append(stage_output(storage, stage, folder, info.path.name, data))
             replaced.append(name)
         if replaced:
-            rewrites.append(
-                finish_rewrite(
-                    storage, stage, folder, infos, outputs, replaced,
-                    rewrite_id, spec,
-                )
-            )  # fmt: skip
+            rewrites.append(finish_rewrite(storage, stage, folder, infos, outputs, replaced, run, spec))
     if rejected:
         values_file = StagedFile(VALUES, f"values-{table}-{column}.parquet", len(rejected))
         stage.write_parquet(storage, values_file, rows_table(rejected))

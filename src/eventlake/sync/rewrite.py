@@ -17,6 +17,13 @@ in the catalog to the version folder in one change (Glue BatchUpdatePartition, H
 PARTITION ... SET LOCATION``: readers through the catalog switch here). The old files stay for
 ``sync.rewrite_grace_minutes`` (recorded in ``_state/retired/<source-id>/``), for queries still
 reading them.
+
+What a rewrite supersedes and retires has one owner here: :func:`finish_rewrite` records, in the
+version folder's marker, every name of the partition it listed (``covers``: a file another writer
+puts into the folder afterwards stays data, see :func:`eventlake.layout.partition_data`), and in
+the manifest the exact names it retires (:func:`retirement`: the data it read and superseded, and
+eventlake's own files they made obsolete; never a file it did not read). Every rewrite's id and kind
+come from :meth:`RewriteRun.new`.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import errno
 import os
 import sys
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import Enum
 from pathlib import Path
 
 import orjson
@@ -36,13 +45,53 @@ import pyarrow.parquet as pq
 
 from eventlake import layout, partitions
 from eventlake.catalog import Catalog, TableSpec
+from eventlake.errors import EventLakeError
 from eventlake.progress import Say
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.base import BATCH_THREADS, in_parallel
 from eventlake.storage.local import fsync_dir
 from eventlake.sync.manifest import PartitionRewrite
-from eventlake.sync.stage import RunStage
+from eventlake.sync.stage import RunStage, new_run_id
 from eventlake.timestamps import format_timestamp, now_utc, parse_timestamp
+
+
+class RewriteIdError(EventLakeError):
+    """A rewrite's id is in use in a partition folder already: its marker would pass for the new
+    one (the folder emptied), so nothing is staged."""
+
+    def __init__(self, run_id: str, folder: Location) -> None:
+        super().__init__(
+            f"rewrite {run_id} already has a marker in {folder}: nothing was changed; run it again "
+            "(a new run gets a new id)",
+            run_id=run_id, folder=str(folder),
+        )  # fmt: skip
+
+
+class RewriteKind(str, Enum):
+    """What rewrote a partition (recorded in its marker)."""
+
+    COMPACTION = "compaction"
+    REPLAY = "replay"
+    USER_DELETION = "user deletion"
+    SET_TYPE = "set-type"
+    REPORT_MERGE = "report merge"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class RewriteRun:
+    """One rewrite of partitions: its kind and its id, which names its outputs, markers, version
+    folders and retired record (``compact-<time>-<16 hex digits>``, of the moment it starts: unique
+    whatever range it rewrites). The one place rewrite ids are minted."""
+
+    kind: RewriteKind
+    id: str
+
+    @classmethod
+    def new(cls, kind: RewriteKind, now: datetime | None = None) -> RewriteRun:
+        return cls(kind, new_run_id(now or now_utc(), layout.COMPACT_RUN_PREFIX, token_bytes=8))
 
 
 def stage_output(storage: Storage, stage: RunStage, folder: Location, name: str, table: pa.Table) -> str:
@@ -55,40 +104,85 @@ def stage_output(storage: Storage, stage: RunStage, folder: Location, name: str,
 
 def finish_rewrite(
     storage: Storage, stage: RunStage, folder: Location, names: Collection[str], outputs: list[str],
-    replaced: list[str], rewrite_id: str | None = None, table: TableSpec | None = None,
-    sources: Sequence[str] = (),
+    replaced: list[str], run: RewriteRun, table: TableSpec | None = None, sources: Sequence[str] = (),
+    data: Collection[str] | None = None,
 ) -> PartitionRewrite:  # fmt: skip
     """Stage the commit marker of a partition folder whose files ``replaced`` give way to the ``outputs``
     staged in its rewrite folder (``stage.rewrite_folder(folder)``: compaction, replay, user
-    deletion, set-type). ``names``: every file in the folder now (relative to it, as
-    :func:`eventlake.partitions.partition_listing` gives them); an older compaction's marker is
-    replaced too once none of its outputs stays; the other data files are kept. ``rewrite_id``: the
-    ``compact-`` id naming the outputs, the marker and the version folder (default: the stage's
-    run). ``table``: the catalog's table of the partition, whose location moves when the partition
-    moves to a version folder. ``sources``: where each of the ``outputs`` is staged when not in
-    the rewrite folder (on an object store only: see :class:`~eventlake.sync.manifest.PartitionRewrite`)."""
+    deletion, set-type, a reports day's merge). ``names``: every file in the folder now (relative to
+    it, as :func:`eventlake.partitions.partition_listing` gives them); ``data``: those that are its
+    data (default: :func:`eventlake.partitions.partition_files`; a reports day's, by its rule): the
+    ones not replaced are kept (copied into the version folder on an object store); an older
+    compaction's marker is replaced too once none of its outputs stays. ``run``: the rewrite's id
+    (naming the outputs, the marker and the version folder) and kind. ``table``: the catalog's table
+    of the partition, whose location moves when the partition moves to a version folder. ``sources``:
+    where each of the ``outputs`` is staged when not in the rewrite folder (on an object store only:
+    see :class:`~eventlake.sync.manifest.PartitionRewrite`).
+
+    The marker records every name listed (``covers``): the new version supersedes them, and a file
+    that shows up after is data (see :func:`eventlake.layout.partition_data`); the rewrite retires
+    only :func:`retirement`'s names."""
+    marker = layout.compaction_marker_name(run.id)
+    if any(n.rsplit("/", 1)[-1] == marker for n in names):
+        raise RewriteIdError(run.id, folder)
+    if data is None:
+        data = partitions.partition_files(storage, folder, names)
     replaced = list(replaced)
     for name in names:
-        run = layout.marker_run_id(name)
-        if run is not None and all(n in replaced for n in names if layout.output_run_id(n) == run):
+        older = layout.marker_run_id(name)
+        if older is not None and all(n in replaced for n in names if layout.output_run_id(n) == older):
             replaced.append(name)
-    rewrite_id = rewrite_id or stage.run_id
     staged = stage.rewrite_folder(folder)
-    marker = layout.compaction_marker_name(rewrite_id)
-    kept = [n for n in partitions.partition_files(storage, folder, names) if n not in replaced]
-    storage.write(staged / marker, partitions.marker_document(rewrite_id, outputs, replaced))
+    kept = [n for n in sorted(data) if n not in replaced]
+    version = layout.version_folder_name(layout.next_version_number(names), run.id)
+    foreign = partitions.holds_foreign_data(storage, folder, names, data)
+    document = partitions.marker_document(
+        run.id, outputs, replaced, kind=str(run.kind), covers=names, foreign=foreign
+    )
+    storage.write(staged / marker, document)
     values = None
     if table is not None:
         values = layout.partition_values(to_location(table.location), folder, table.partition_keys)
     return PartitionRewrite(
         str(folder), str(staged), tuple(outputs), tuple(replaced), marker,
-        version=layout.version_folder_name(layout.next_version_number(names), rewrite_id),
-        kept=tuple(kept), retired=tuple(sorted(names)),
+        version=version, kept=tuple(kept),
+        retired=tuple(retirement(names, data, {*replaced, *kept}, version)),
         database=table.database if table is not None and values is not None else "",
         table=table.name if table is not None and values is not None else "",
         keys=table.partition_keys if table is not None and values is not None else (),
         values=values or (), sources=tuple(sources),
     )  # fmt: skip
+
+
+def retirement(
+    names: Collection[str], data: Collection[str], superseded: Collection[str], version: str = ""
+) -> list[str]:
+    """What a rewrite of a partition whose files are ``names`` and data ``data`` retires (deleted
+    after the grace period, once the partition moved to its ``version`` folder): the data it read and
+    ``superseded``, and the files that were no data when it listed them and are eventlake's, or data
+    an earlier rewrite superseded (old versions, markers, outputs; old files still in their grace
+    period). Never a data file it did not supersede, nor a file of another writer that is no data
+    (``_SUCCESS``). Markers last: a crash part way leaves every version it names readable.
+
+    >>> names = ["part-00000-a.c000.snappy.parquet", "_SUCCESS", "_v-000001-c1/_compact-c1.json",
+    ...          "_v-000001-c1/part-compact-c1-00000.parquet"]
+    >>> retirement(names, names[3:], names[3:], "_v-000002-c2")  # doctest: +NORMALIZE_WHITESPACE
+    ['_v-000001-c1/part-compact-c1-00000.parquet', 'part-00000-a.c000.snappy.parquet',
+     '_v-000001-c1/_compact-c1.json']
+    """
+    retired = []
+    for name in names:
+        folder, _, leaf = name.rpartition("/")
+        if version and folder == version:  # (not there yet: a rerun's listing)
+            continue
+        if name in data:
+            if name in superseded:
+                retired.append(name)
+        elif folder or any(
+            rule(leaf) for rule in (layout.marker_run_id, layout.is_data_file_name, layout.is_report_name)
+        ):  # a version folder's (eventlake's), a marker, or a data file an earlier rewrite superseded
+            retired.append(name)
+    return sorted(retired, key=lambda n: (layout.marker_run_id(n.rsplit("/", 1)[-1]) is not None, n))
 
 
 def apply_rewrite(storage: Storage, rewrite: PartitionRewrite) -> bool:
@@ -211,25 +305,14 @@ def version_location(rewrite: PartitionRewrite) -> str:
 def retire(
     storage: Storage, lake: Location, source_id: str, run_id: str, moved: Sequence[PartitionRewrite]
 ) -> None:
-    """Record the files the moved partitions no longer read, for :func:`drop_retired` to delete
-    once the grace period is over (a rerun records them again, later: they only stay longer)."""
-    files = sorted(
-        {
-            str(to_location(r.folder) / name)
-            for r in moved
-            for name in r.retired
-            if not name.startswith(r.version)
-        }
-    )
-    folders = sorted(
-        {
-            str(to_location(r.folder) / name.split("/", 1)[0])
-            for r in moved
-            for name in r.retired
-            if "/" in name
-        }
-    )
-    document = {"retired_at": format_timestamp(now_utc()), "files": files, "folders": folders}
+    """Record the files the moved partitions no longer read (each rewrite's :func:`retirement`),
+    for :func:`drop_retired` to delete once the grace period is over (a rerun records them again,
+    later: they only stay longer). Exact names only: a file another writer put into a version folder
+    after the rewrite listed it is never deleted with the folder."""
+    files = [str(to_location(r.folder) / name) for r in moved for name in r.retired]
+    markers = [f for f in files if layout.marker_run_id(f.rsplit("/", 1)[-1]) is not None]
+    ordered = sorted(set(files) - set(markers)) + sorted(set(markers))  # markers last
+    document = {"retired_at": format_timestamp(now_utc()), "files": ordered, "folders": []}
     storage.write(
         layout.retired_file(lake, source_id, run_id), orjson.dumps(document, option=orjson.OPT_INDENT_2)
     )

@@ -5,12 +5,15 @@ retention, user deletion, ``schema set-type``, adoption).
 interrupted runs forward (:func:`roll_forward`), runs the job, and turns a busy source into
 :attr:`Status.SKIPPED` and a failure into :attr:`Status.FAILED` (or lets them raise, for a
 one-source command). A job publishes through :func:`publish`, which checks the lease first: a
-holder that lost it publishes nothing. :func:`exit_code` is what the CLI exits with for the
-results.
+holder that lost it publishes nothing. On an object store the commit is fenced by the lease
+(:mod:`eventlake.storage.lease`): a manifest carries its lease's number and is applied only once
+confirmed under it; :func:`roll_forward` drops a manifest that a holder wrote after losing its
+lease. :func:`exit_code` is what the CLI exits with for the results.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,7 +24,7 @@ from eventlake.catalog import Catalog
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say, prefixed
 from eventlake.storage import Location, Storage
-from eventlake.storage.lease import Lease
+from eventlake.storage.lease import Lease, LeaseLostError
 from eventlake.sync.commit import apply
 from eventlake.sync.lock import SyncBusyError, source_lock
 from eventlake.sync.manifest import Manifest
@@ -84,7 +87,9 @@ def run_source(
             if catalog is not None:
                 tell = prefixed(say, source.slug)
                 grace = timedelta(minutes=settings.sync.rewrite_grace_minutes)
-                completed = roll_forward(storage, settings.lake.root, source.id, catalog, grace, tell)
+                completed = roll_forward(
+                    storage, settings.lake.root, source.id, catalog, grace, tell, lease=lease
+                )
             return work(Hold(lease, completed))
     except SyncBusyError as exc:
         if failed is None:
@@ -105,18 +110,41 @@ def error_text(status: Status, exc: BaseException) -> str:
 
 def roll_forward(
     storage: Storage, lake: Location, source_id: str, catalog: Callable[[], Catalog], grace: timedelta,
-    say: Say,
+    say: Say, *, lease: Lease | None = None,
 ) -> tuple[Manifest, ...]:  # fmt: skip
     """Complete the source's interrupted runs (their manifests are pending), drop the staging of
     runs killed before their manifest, and delete the old files of rewritten partitions retired
     more than ``grace`` ago. Returns the manifests completed. ``catalog`` is called only for a
-    manifest that needs it (a compaction's registers nothing)."""
+    manifest that needs it (a compaction's registers nothing).
+
+    ``lease``: the source's lease on an object store. A manifest written under an older lease is
+    completed only when that lease confirmed it (it is among ``lease.inherited``); one that was
+    not confirmed was written by a holder that had lost its lease (or died before confirming): it
+    published nothing, and it is dropped. A manifest of this lease's number or a newer one means a
+    newer holder exists: :class:`~eventlake.storage.lease.LeaseLostError`."""
     state = SyncState(storage, lake, source_id)
     completed = []
     for manifest in state.pending():
+        if lease is not None and manifest.lease:
+            if manifest.lease >= lease.number:
+                raise LeaseLostError(
+                    f"lost the lease {lease.folder}: run {manifest.run_id} is pending under lease "
+                    f"{manifest.lease}, not older than this holder's {lease.number}; nothing was "
+                    "published, run again"
+                )
+            if manifest.run_id not in lease.inherited:
+                say(
+                    f"dropping run {manifest.run_id}: written under lease {manifest.lease} after its "
+                    "holder lost the lease, never confirmed; it published nothing (its archive files "
+                    "are synced again)"
+                )
+                state.drop_pending(manifest.run_id)
+                continue
         say(f"completing interrupted run {manifest.run_id}")
         apply(manifest, catalog() if manifest.tables else None, state, storage, lake, load_catalog=catalog)
         completed.append(manifest)
+    if lease is not None:
+        lease.settle()  # every inherited run is now applied or gone
     storage.delete_tree(layout.stage_root(lake, source_id))  # crashed runs' output
     drop_retired(storage, lake, source_id, grace)  # rewritten partitions' old files
     return tuple(completed)
@@ -126,10 +154,23 @@ def publish(
     manifest: Manifest, hold: Hold, state: SyncState, storage: Storage, lake: Location,
     catalog: Catalog | None = None, *, load_catalog: Callable[[], Catalog] | None = None,
 ) -> None:  # fmt: skip
-    """Commit a run: check the lease (a holder that lost it publishes nothing), write the manifest
-    (from here the run is completed by the next one if killed), then apply it."""
+    """Commit a run: check the lease (a holder that lost it publishes nothing), write the manifest,
+    confirm it under the lease (the commit fence: from here the run is completed by the next holder
+    if killed; a holder that lost the lease meanwhile drops its manifest and publishes nothing),
+    then apply it. On a local lake the manifest is the commit point (its ``flock`` cannot be lost)."""
     hold.check()
+    if hold.lease is not None:
+        manifest = dataclasses.replace(manifest, lease=hold.lease.number)
     state.write_pending(manifest)
+    if hold.lease is not None:
+        try:
+            hold.lease.confirm(manifest.run_id)
+        except LeaseLostError:
+            try:  # never applied by anyone (it was not confirmed): the next holder drops it if this fails
+                state.drop_pending(manifest.run_id)
+            except Exception:  # noqa: S110 (the lost lease is the error to report)
+                pass
+            raise
     apply(manifest, catalog, state, storage, lake, load_catalog=load_catalog, resumed=False)
 
 

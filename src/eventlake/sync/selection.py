@@ -29,6 +29,7 @@ from eventlake.progress import Say
 from eventlake.schema.table_names import TableNames
 from eventlake.storage import Location, Storage
 from eventlake.storage.lease import LeaseLostError
+from eventlake.sync.damaged import DamagedFile, retry_files
 from eventlake.sync.manifest import PartitionRewrite
 from eventlake.sync.runner import Hold
 from eventlake.sync.stage import RunStage, StagedFile
@@ -52,11 +53,13 @@ class Run(Protocol):
 @dataclass(frozen=True)
 class Commit:
     """How the run's staged files are committed: ``moves`` are moved into place, ``rewrites``
-    replace partitions, and ``files`` are recorded in the ledger as synced."""
+    replace partitions, ``files`` are recorded in the ledger as handled (synced, or found damaged),
+    and ``cleared`` leave the damaged files' list (see :mod:`.damaged`)."""
 
     files: tuple[ArchiveFile, ...]
     moves: tuple[StagedFile, ...]
     rewrites: tuple[PartitionRewrite, ...]
+    cleared: tuple[str, ...] = ()
 
 
 class Selection(Protocol):
@@ -91,13 +94,23 @@ class Selection(Protocol):
         """How the run's ``staged`` files, read from ``files``, are committed."""
         ...
 
+    def on_damaged(self, run: Run, damaged: Sequence[DamagedFile]) -> None:
+        """Called when the run found archive files that are not whole gzip (none of their lines
+        read): return to commit without them (they are named in the report), or raise."""
+        ...
+
 
 class NewFiles:
-    """A sync: the archive files no run has synced, appended to the lake and recorded."""
+    """A sync: the archive files no run has synced, appended to the lake and recorded; a damaged
+    file is quarantined by name and recorded as handled (:mod:`.damaged`)."""
+
+    def __init__(self) -> None:
+        self.cleared: tuple[str, ...] = ()  # damaged files a retry reads again, or found gone
 
     def files(self, run: Run) -> list[ArchiveFile]:
-        """The archive files of the open days that no run has synced; the ledger's checkpoint
-        catches up on the way (see :mod:`.ledger`)."""
+        """The archive files of the open days that no run has synced, and the damaged files a
+        retry asks for (``eventlake sync --rescan``); the ledger's checkpoint catches up on the
+        way (see :mod:`.ledger`)."""
         ledger, now_ms = run.state.ledger, int(now_utc().timestamp() * 1000)
         view = ledger.read()
         scan = ledger.scan(view, now_ms)
@@ -108,7 +121,16 @@ class NewFiles:
             raise
         except Exception as exc:  # killed or failed at any step, the ledger reads the same (ledger.py)
             run.say(f"ledger checkpoint failed, retried next sync: {type(exc).__name__}: {exc}")
-        return scan.pending
+        retried, gone = retry_files(run.storage, run.lake, run.source.id)
+        pending = {f.key: f for f in scan.pending}
+        if retried or gone:
+            run.say(
+                f"retrying {len(retried)} damaged archive files"
+                + (f" ({len(gone)} no longer in the archive)" if gone else "")
+            )
+            pending.update((f.key, f) for f in retried)
+        self.cleared = (*(f.key for f in retried), *gone)
+        return sorted(pending.values(), key=lambda f: f.key)
 
     def doing(self) -> str:
         return "syncing"
@@ -125,5 +147,9 @@ class NewFiles:
     def commit(
         self, run: Run, stage: RunStage, staged: list[StagedFile], files: Sequence[ArchiveFile]
     ) -> Commit:
-        """Every staged file is moved into place; the files are recorded."""
-        return Commit(tuple(files), tuple(staged), ())
+        """Every staged file is moved into place; the files are recorded (the damaged ones too:
+        handled, so that their day can close)."""
+        return Commit(tuple(files), tuple(staged), (), self.cleared)
+
+    def on_damaged(self, run: Run, damaged: Sequence[DamagedFile]) -> None:
+        """A sync goes on without them: they are quarantined by name."""

@@ -40,10 +40,11 @@ KINDS = tuple(FileKind)
 REWRITE = "rewrite"
 
 
-def new_run_id(start: datetime, prefix: str = "") -> str:
-    """Sortable and unique: ``20261122T104700123Z-1a2b``."""
+def new_run_id(start: datetime, prefix: str = "", token_bytes: int = 2) -> str:
+    """Sortable and unique: ``20261122T104700123Z-1a2b`` (``token_bytes`` random bytes at the end;
+    a rewrite's id has 8: :class:`eventlake.sync.rewrite.RewriteRun`)."""
     stamp = start.strftime("%Y%m%dT%H%M%S") + f"{start.microsecond // 1000:03d}Z"
-    return f"{prefix}{stamp}-{secrets.token_hex(2)}"
+    return f"{prefix}{stamp}-{secrets.token_hex(token_bytes)}"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eventlake.archive import archive_lines
+from eventlake.archive import DamagedArchiveFileError, archive_lines
 from eventlake.schema import flatten, segment_type, value_type
 from eventlake.spec import validate
 from eventlake.storage import Location, Storage, to_location
@@ -36,7 +36,9 @@ SUPPRESSED = "suppressed userId"
 
 # A row is a message (``ok``: valid or not) or, with ``ok`` null, a shape: the value types of the
 # columns of the messages that name it in ``shape`` (a message carries the name, not its own map of
-# types: most messages share a handful of shapes, and a map per message costs more than parsing it).
+# types: most messages share a handful of shapes, and a map per message costs more than parsing it),
+# or, with ``ok`` and ``shape`` null, a damaged archive file: its location in ``raw``, the problem in
+# ``reason``, and no row of its lines (see :func:`damaged_row`).
 PARSED_SCHEMA = T.StructType(
     [
         T.StructField("ok", T.BooleanType()),
@@ -132,6 +134,13 @@ class Shapes:
         return (*parsed[:5], None, *parsed[6:], name), new
 
 
+def damaged_row(location: str, problem: str) -> tuple[Any, ...]:
+    """The row of an archive file that is not whole gzip: it stands for the whole file (none of its
+    lines is parsed, none goes to the pieces), so the run goes on with the other files and the
+    driver learns the file's name (:func:`eventlake.sync.plan.count_parsed`)."""
+    return (None, None, None, None, None, None, None, problem[:500], location, None)
+
+
 def parse_files(
     batches: Iterable[pa.RecordBatch], *, storage: Storage, pieces: Location,
     suppressed: frozenset[str] = frozenset(),
@@ -139,7 +148,8 @@ def parse_files(
     """``mapInArrow`` over a frame of archive files (:func:`.read.files_frame`): each file is read
     through ``storage`` by the worker and its lines come out as :data:`PARSED_ARROW` rows (messages
     and shapes), in batches of at most :data:`BATCH_ROWS`, while the valid messages' values go to
-    the run's :mod:`pieces <.pieces>` in the folder ``pieces``; ``suppressed``: the source's
+    the run's :mod:`pieces <.pieces>` in the folder ``pieces``; a file that is not whole gzip gives
+    one :func:`damaged_row` and nothing else (all or nothing); ``suppressed``: the source's
     suppressed userIds. The rows are numbered from their first file's number, not from Spark's task
     (a recomputed partition may run in another job's task): the same files give the same numbers
     and the same pieces wherever they are computed."""
@@ -169,10 +179,17 @@ def _parse_files(
     suppressed: frozenset[str],
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
     # the next few files are read while one is parsed (on an object store a GET each: not one at a time)
-    ordered = [(to_location(location), size) for _, location, size in sorted(files)]
-    for _, data in prefetched(lambda file: storage.read(file[0]), ordered, size=lambda file: file[1]):
+    ordered = [(to_location(location), size, location) for _, location, size in sorted(files)]
+    read = prefetched(lambda file: storage.read(file[0]), ordered, size=lambda file: file[1])
+    for (_, _, location), data in read:
         rows: list[tuple[Any, ...]] = []
-        for line in archive_lines(data):
+        try:
+            lines = archive_lines(data, location)
+        except DamagedArchiveFileError as exc:  # the whole file, before any of its lines is taken
+            yield parsed_batch([(*damaged_row(location, exc.problem), position)])
+            position += 1
+            continue
+        for line in lines:
             text = line.decode("utf-8", "replace")
             if not text.strip():
                 continue
