@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import functools
 import gzip
+import inspect
 import io
 import itertools
 import os
@@ -110,7 +111,8 @@ class Clock:
         def on_this_clock(lease: Lease, *args: Any, **options: Any) -> None:
             lease_init(lease, *args, **{"clock": self.time, **options})
 
-        Lease.__init__ = on_this_clock  # type: ignore[method-assign]
+        if "clock" in inspect.signature(lease_init).parameters:
+            Lease.__init__ = on_this_clock  # type: ignore[method-assign]
         try:
             yield
         finally:
