@@ -18,13 +18,12 @@ from .machine import LakeModel, machine
 
 pytestmark = pytest.mark.integration
 
-# the known defects (issue 34) whose triggers the fixed-budget run steers clear of: remove a number
-# once its fix is merged (the examples below then pass: drop their xfail)
-KNOWN_DEFECTS = frozenset({1, 2, 5})
+# the known defects whose triggers the fixed-budget run steers clear of (see LakeModel.avoid): remove
+# one once its fix is merged (its example below then passes: drop its xfail). Issue 34's 1, 2 and 5
+# are fixed on main; the model found one more, open
+KNOWN_DEFECTS = frozenset({"adopt-after-delete"})
 LONG = bool(os.environ.get("MODEL_LONG"))
-AVOID = (
-    frozenset(int(n) for n in os.environ.get("MODEL_AVOID", "").split(",") if n) if LONG else KNOWN_DEFECTS
-)
+AVOID = frozenset(n for n in os.environ.get("MODEL_AVOID", "").split(",") if n) if LONG else KNOWN_DEFECTS
 BUDGET = settings(
     stateful_step_count=int(os.environ.get("MODEL_STEPS", "50" if LONG else "25")),
     deadline=None,
@@ -75,24 +74,25 @@ def replay(kind: str, moto: Any, base: Path, steps: list[tuple[str, dict[str, An
         model.teardown()
 
 
-@pytest.mark.xfail(reason="defect 1", strict=False)
 def test_a_foreign_file_in_a_compacted_partition_on_s3_is_data(model_moto: Any, tmp_path: Path) -> None:
-    """Found by the model: a file a foreign writer puts into a partition compacted into a version
-    folder is read by neither DuckDB nor the catalog (and the next rewrite deletes it)."""
+    """Defect 1, found by the model on main before its fix: a file a foreign writer puts into a
+    partition compacted into a version folder was read by neither DuckDB nor the catalog (and the
+    next rewrite deleted it). Now DuckDB reads it at once, the catalog after the next compaction."""
     replay("s3", model_moto, tmp_path, [
         ("start", {"start": 10 * 3600}), ("seal", TRACK), ("sync_once", {}),
         ("seal", TRACK), ("sync_once", {}), ("advance", {"seconds": 3 * 3600}), ("compact", {}),
-        ("foreign_file", {"data": First()}),
+        ("foreign_file", {"data": First()}), ("advance", {"seconds": 2 * 3600}), ("compact", {}),
+        ("sync_once", {}),
     ])  # fmt: skip
 
 
-@pytest.mark.xfail(reason="defect 2", strict=False)
 @pytest.mark.parametrize("kind", ["local", "s3"])
 def test_a_sync_during_a_long_import_leaves_the_days_it_has_not_reached_open(
     kind: str, model_moto: Any, tmp_path: Path
 ) -> None:
-    """Found by the model (seed in tests/README.md): a sync more than two hours into an import closes
-    the days the import has not reached yet; the files it writes there later are never listed."""
+    """Defect 2, found by the model on main before its fix (a derandomized run, local): a sync more
+    than two hours into an import closed the days the import had not reached yet; the files it
+    wrote there later were never listed."""
     replay(kind, model_moto, tmp_path, [
         ("start", {"start": 10 * 3600}), ("seal", TRACK), ("sync_once", {}),
         ("import_start", {"days": 2, "data": First()}), ("import_step", {}),
@@ -100,14 +100,13 @@ def test_a_sync_during_a_long_import_leaves_the_days_it_has_not_reached_open(
     ])  # fmt: skip
 
 
-@pytest.mark.xfail(reason="defect 5", strict=False)
 @pytest.mark.parametrize("kind", ["local", "s3"])
 def test_a_first_sync_just_after_midnight_leaves_yesterday_open(
     kind: str, model_moto: Any, tmp_path: Path
 ) -> None:
-    """Found by the model: the first sync of a source at 00:00:05 closes yesterday at once; a file
-    a collector 10 s behind seals into yesterday then (no reopen marker: its day has not ended on
-    its clock) is never synced."""
+    """Defect 5, found by the model on main before its fix: the first sync of a source at 00:00:05
+    closed yesterday at once; a file a collector 10 s behind sealed into yesterday then (no reopen
+    marker: its day had not ended on its clock) was never synced."""
     replay(kind, model_moto, tmp_path, [
         ("start", {"start": 24 * 3600 - 5}), ("advance", {"seconds": 10}), ("sync_once", {}),
         ("seal", {"count": 1, "late": 0, "skew": -10, "kind": "track", "data": First()}),
@@ -131,32 +130,33 @@ def test_a_table_whose_only_file_lacks_a_column_leaves_the_lake_readable(
     ])  # fmt: skip
 
 
-@pytest.mark.xfail(reason="defect 1", strict=False)
 def test_sdl_writing_into_a_rewritten_partition_after_adopt_is_data(model_moto: Any, tmp_path: Path) -> None:
-    """Found by the model (seed 1, S3, ``MODEL_AVOID=2,5``): Segment Data Lakes, still writing
-    during the migration's overlap, puts a file into a partition ``schema set-type`` moved to a
-    version folder; the next ``eventlake adopt`` does not make it data (readers miss it)."""
+    """Defect 1, found by the model on main before its fix (seed 1, S3, ``MODEL_AVOID=2,5``):
+    Segment Data Lakes, still writing during the migration's overlap, puts a file into a partition
+    ``schema set-type`` moved to a version folder; after the next ``eventlake adopt`` readers
+    missed it."""
     replay("s3", model_moto, tmp_path, [
         ("start", {"start": 10 * 3600, "sdl": True}), ("adopt", {}), ("set_type", {"kind": "string"}),
-        ("sdl_syncs", {"hours": 2}), ("adopt", {}),
+        ("sdl_syncs", {"hours": 2}), ("adopt", {}), ("advance", {"seconds": 3600}), ("compact", {}),
     ])  # fmt: skip
 
 
-@pytest.mark.xfail(reason="defect 1", strict=False)
+@pytest.mark.xfail(reason="found by the model, open on main (adopt-after-delete)", strict=False)
 def test_adopt_reruns_after_users_delete_rewrote_the_adopted_files(model_moto: Any, tmp_path: Path) -> None:
-    """Found by the model (seed 2, local, ``MODEL_AVOID=1,5``): once ``users delete`` rewrote every
-    SDL file of an adopted lake, a rerun of ``eventlake adopt`` (the migration guide's overlap)
-    fails: "no SDL data under ..." (``adopt._folders`` counts SDL-named files only)."""
+    """Found by the model (seed 2, local, ``MODEL_AVOID=1,5``), still open after defect 1's fix:
+    once ``users delete`` rewrote every SDL file of an adopted lake, a rerun of ``eventlake adopt``
+    (the migration guide's overlap) fails: "no SDL data under ..." (``adopt._folders`` counts
+    SDL-named files only)."""
     replay("local", model_moto, tmp_path, [
         ("start", {"start": 10 * 3600, "sdl": True}), ("adopt", {}), ("users_delete", {"data": First()}),
         ("adopt", {}),
     ])  # fmt: skip
 
 
-@pytest.mark.xfail(reason="defect 1", strict=False)
 def test_a_replay_keeps_a_foreign_file_of_its_partitions(model_moto: Any, tmp_path: Path) -> None:
-    """Found by the model (local): a replay replaces a partition whole, and a file another writer
-    put there (SDL's, during the migration's overlap) is lost."""
+    """Defect 1, found by the model on main before its fix (local): a replay replaced a partition
+    whole, and a file another writer put there (SDL's, during the migration's overlap) was lost;
+    now the replay refuses such a partition."""
     replay("local", model_moto, tmp_path, [
         ("start", {"start": 10 * 3600}), ("seal", TRACK), ("sync_once", {}),
         ("foreign_file", {"data": First()}), ("advance", {"seconds": 3600}),
