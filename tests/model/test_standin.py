@@ -1,6 +1,8 @@
 """The model's in-process stand-in for the sync's Spark job (standin.py) writes what the Spark job
-writes: the same inputs, synced and replayed by each into a copy of one lake, give the same rows
-in every partition, the same quarantine, the same ledger and the same dedupe index."""
+writes: the same inputs (duplicates within a run and against the index, an invalid message, a value
+that does not fit its column, a new column, a damaged file, several hours and files), synced and
+replayed (whole, and one table) by each into a copy of one lake, give the same rows in every
+partition, the same quarantine, the same ledger and the same dedupe index."""
 
 from __future__ import annotations
 
@@ -78,6 +80,8 @@ def test_the_stand_in_writes_what_the_spark_job_writes(lake: Lake, spark, tmp_pa
         [track("a3", revenue="not a number"), page("p2"), track("a2", revenue=2.5)], DAY.replace(hour=11)
     )
     lake.archive([track(f"b{n}", user=f"u{n % 3}") for n in range(30)], DAY.replace(hour=13))
+    damaged = lake.archive([track("d1")], DAY.replace(hour=14))  # then truncated: a damaged file
+    damaged.write_bytes(damaged.read_bytes()[:20])
     copy = tmp_path / "standin-project"
     shutil.copytree(lake.root, copy)
     other = load_settings(copy / lake.config.name, environ={})
