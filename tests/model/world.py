@@ -227,10 +227,13 @@ class World:
 
     def duckdb_rows(self) -> list[tuple[str, str]]:
         """(message_id, user_id) of every row of the source's tables, as eventlake's DuckDB engine
-        reads them (through the schema files)."""
+        reads them (through the schema files: the tables it knows, which a commit killed after
+        creating a table in the catalog has not written yet)."""
         from eventlake.query import run_query
+        from eventlake.query.duckdb_engine import lake_tables
 
-        tables = [t for t in self.catalog.list_tables(self.database) if t in TABLES]
+        known = {t.name for t in lake_tables(self.settings) if t.database == self.database}
+        tables = [t for t in TABLES if t in known]
         if not tables:
             return []
         sql = " UNION ALL ".join(f"SELECT message_id, user_id FROM {self.database}.{t}" for t in tables)
