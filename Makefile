@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint unit setup java chromium node-deps db-servers jars clean
+.PHONY: demo test lint unit model-check setup java chromium node-deps db-servers jars clean
 
 demo: java $(INSTALLED)  ## the demo needs only Java and the Python packages
 	$(BIN)/python scripts/demo.py
@@ -23,6 +23,20 @@ lint: setup
 
 unit: setup  ## the fast tier: no Spark, no servers
 	$(BIN)/python -m pytest -m "not spark and not integration"
+
+# the lake's model (tests/model) for MODEL_MINUTES, one pytest run after another, each with a new
+# Hypothesis seed; a failure prints its minimal steps and the seed that replays it
+MODEL_MINUTES ?= 30
+model-check: $(INSTALLED)  ## the model-based test of the lake's protocol, long (tests/README.md)
+	@end=$$(( $$(date +%s) + $(MODEL_MINUTES) * 60 )); failed=""; \
+	while [ $$(date +%s) -lt $$end ]; do \
+	  seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); echo "model-check: seed $$seed"; \
+	  MODEL_LONG=1 $(BIN)/python -m pytest tests/model/test_model.py -n 0 -q -p no:cacheprovider \
+	    --hypothesis-seed=$$seed -k "promises" || failed="$$failed $$seed"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "model-check: FAILED, seeds:$$failed (replay one: MODEL_LONG=1" \
+	  "$(BIN)/python -m pytest tests/model/test_model.py -n 0 -k promises --hypothesis-seed=SEED)"; exit 1; fi; \
+	echo "model-check: no failure in $(MODEL_MINUTES) minutes"
 
 setup: java chromium node-deps db-servers jars $(INSTALLED)
 

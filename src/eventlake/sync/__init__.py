@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from eventlake.catalog import Catalog
+    from eventlake.sync.job import Stager
 
 SKIPPED = Status.SKIPPED
 DISABLED = Status.DISABLED  # a source with enabled = false: collected and archived, not synced
@@ -33,13 +35,15 @@ def disabled_message(slug: str) -> str:
 def run_sync(
     settings: Settings, slugs: Sequence[str] = (), *, wait: bool = True,
     spark: SparkSession | None = None, catalog: Catalog | None = None, say: Say = say,
+    stager: Stager | None = None,
 ) -> list[SyncResult]:  # fmt: skip
     """Sync the given sources (default: all) once; a failed source does not stop the others. A
     disabled source is not synced: its result says :data:`DISABLED`.
 
     ``spark`` is an existing SparkSession (tests, long-lived services); otherwise one is built
     from the settings and stopped at the end. ``catalog`` is an existing catalog on that session
-    (a long-lived service keeps one); otherwise one is loaded for the run.
+    (a long-lived service keeps one); otherwise one is loaded for the run. ``stager``: who runs the
+    parse and write passes (default: Spark; with one given, no session is started).
     """
     from eventlake.catalog import load_catalog
     from eventlake.jvm.session import owned_session
@@ -57,22 +61,28 @@ def run_sync(
     if not sources:  # every source asked for is disabled: no Spark to start
         return results
     storage = settings.lake.storage()
-    with owned_session(settings, "eventlake-sync", spark, say) as spark:
+    session: Any = (
+        owned_session(settings, "eventlake-sync", spark, say)
+        if stager is None
+        else contextlib.nullcontext(spark)
+    )
+    with session as spark:
         if catalog is None:
             catalog = load_catalog(settings, spark)
         for source in sources:
-            results.append(_sync_source(settings, storage, spark, catalog, source, wait, say))
+            results.append(_sync_source(settings, storage, spark, catalog, source, wait, say, stager))
     return results
 
 
 def _sync_source(
     settings: Settings,
     storage: Storage,
-    spark: SparkSession,
+    spark: SparkSession | None,
     catalog: Catalog,
     source: SourceSettings,
     wait: bool,
     say: Say,
+    stager: Stager | None = None,
 ) -> SyncResult:
     """One source's sync under its lock; a busy or failed source is a result, not an error."""
     from eventlake.sync.job import SourceSync
@@ -80,7 +90,7 @@ def _sync_source(
     jobs: list[SourceSync] = []
 
     def work(hold: Hold) -> SyncResult:
-        jobs.append(SourceSync(spark, catalog, storage, settings, source, say, hold))
+        jobs.append(SourceSync(spark, catalog, storage, settings, source, say, hold, stager=stager))
         return jobs[0].run()
 
     def failed(status: Status, exc: BaseException) -> SyncResult:

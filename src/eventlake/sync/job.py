@@ -5,7 +5,9 @@ The flow goes one way: complete interrupted commits -> list the archive files no
 to the run's stage) -> write the commit manifest -> apply it. Each step is its own module:
 :mod:`.transform`, :mod:`.dedupe`, :mod:`.plan`, :mod:`.write`, :mod:`.quarantine`, :mod:`.commit`.
 What a run reads and how it commits is its selection (:mod:`.selection`): a sync's by default; a
-replay (:mod:`.replay`) passes its own, and this module knows nothing of it.
+replay (:mod:`.replay`) passes its own, and this module knows nothing of it. Who does the parse
+and write passes is its :class:`Stager`: Spark (:class:`SparkStager`) unless one is passed in (the
+model-based tests run the same worker functions in process, see ``tests/model``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, Protocol
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -29,7 +34,7 @@ from eventlake.storage.lease import LeaseLostError
 from eventlake.sync.damaged import DamagedFile
 from eventlake.sync.dedupe import dedupe
 from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
-from eventlake.sync.plan import TablePlan, count_parsed, observe, plan_tables
+from eventlake.sync.plan import Observed, Plan, TablePlan, count_parsed, observe, plan_tables
 from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table, stage_invalid_messages
 from eventlake.sync.read import files_frame
 from eventlake.sync.report import (
@@ -55,14 +60,62 @@ from eventlake.sync.write import write_tables
 from eventlake.timestamps import now_utc
 
 
+@dataclass(frozen=True)
+class ParsedRun:
+    """What a run's parse pass found: its messages counted (``valid``, ``invalid``, those of
+    suppressed users), the positions of the rows the dedupe drops, the deduplicated messages
+    observed for the plan, and the stager's own handle on the parsed rows (for the quarantine)."""
+
+    valid: int
+    invalid: int
+    suppressed: int
+    first_received: datetime | None
+    drop: pa.Array  # positions (see .pieces)
+    observed: Observed
+    rows: Any
+    damaged: dict[str, str] = field(default_factory=dict)  # a damaged file's location -> its problem
+
+
+class Stager(Protocol):
+    """Who runs a run's parse and write passes (the Spark job by default, :class:`SparkStager`).
+    Everything it writes goes to the run's stage, through the worker functions of
+    :mod:`.transform`, :mod:`.write` and :mod:`.quarantine`."""
+
+    @property
+    def application_id(self) -> str:
+        """What the run's report names as the application that ran it."""
+        ...
+
+    def parse(
+        self, run: SourceSync, files: Sequence[ArchiveFile], stage: RunStage, suppressed: frozenset[str]
+    ) -> ParsedRun:
+        """Parse ``files`` into the run's pieces, keep the selection's rows, count and dedupe them."""
+        ...
+
+    def write_tables(
+        self, run: SourceSync, parsed: ParsedRun, plan: Plan, stage: RunStage
+    ) -> list[StagedFile]:
+        """Stage the planned tables' files (and the blocked types' messages, the dedupe index)."""
+        ...
+
+    def write_invalid(self, run: SourceSync, parsed: ParsedRun, stage: RunStage) -> list[StagedFile]:
+        """Stage the invalid messages into the quarantine."""
+        ...
+
+    def release(self) -> None:
+        """Drop what the run kept (called at its end, whatever happened)."""
+        ...
+
+
 class SourceSync:
     """Syncs one source; :meth:`run` returns the frozen :class:`SyncResult`."""
 
     def __init__(
-        self, spark: SparkSession, catalog: Catalog, storage: Storage, settings: Settings,
+        self, spark: SparkSession | None, catalog: Catalog, storage: Storage, settings: Settings,
         source: SourceSettings, say: Say, hold: Hold | None = None, selection: Selection | None = None,
+        stager: Stager | None = None,
     ) -> None:  # fmt: skip
-        self.spark, self.catalog, self.storage, self.settings = spark, catalog, storage, settings
+        self.catalog, self.storage, self.settings = catalog, storage, settings
         self.source = source
         self.say: Say = prefixed(say, source.slug)
         self.lake = settings.lake.root
@@ -70,7 +123,7 @@ class SourceSync:
         self.database = settings.database_name(source)
         self.names = self.state.table_names(source.table_prefix)  # adopted SDL names, or eventlake's
         self.hold = hold or Hold()  # the source's lock: its lease checked before anything is published
-        self.kept: list[DataFrame] = []  # frames persisted for the run, dropped at its end
+        self.stager: Stager = stager or SparkStager(spark)  # who parses and writes
         self.selection: Selection = selection or NewFiles()  # what the run reads, how it commits
         self.failed: SyncResult | None = None  # the reported result of a run that raised
 
@@ -106,8 +159,7 @@ class SourceSync:
             self.failed = self._report_failure(exc, files, stage, start)
             raise
         finally:
-            for frame in self.kept:
-                frame.unpersist()
+            self.stager.release()
         publish(manifest, self.hold, self.state, self.storage, self.lake, self.catalog)
         return result
 
@@ -134,40 +186,24 @@ class SourceSync:
             self.catalog.add_partitions(reports_table(self.lake), [report_partition(failed)])
         return failed
 
-    # -- the Spark work: everything goes to the run's stage ------------------------------------
+    # -- the parse and write passes (the stager's): everything goes to the run's stage --------
 
     def _stage(
         self, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
     ) -> tuple[Manifest, SyncResult]:
-        # the workers read the archive through storage: the lake's store needs no Hadoop connector
         suppressed = SuppressionList(self.storage, self.lake, self.source.id).user_ids()
-        pieces = stage.scratch("pieces")  # the valid messages' values, for the write pass
-        parse = functools.partial(parse_files, storage=self.storage, pieces=pieces, suppressed=suppressed)
-        lines = files_frame(self.spark, [f.path for f in files], sizes=[f.size for f in files])
-        parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed")
-        parsed = self.selection.rows(parsed)
-        counted = count_parsed(parsed)
-        totals, shapes = counted.totals, counted.shapes
-        damaged = _damaged(files, counted.damaged)
+        parsed = self.stager.parse(self, files, stage, suppressed)
+        valid, invalid, blocked_users, observed = (
+            parsed.valid,
+            parsed.invalid,
+            parsed.suppressed,
+            parsed.observed,
+        )
+        damaged = _damaged(files, parsed.damaged)
         if damaged:
             self.selection.on_damaged(self, damaged)  # a replay refuses
             for found in damaged:
                 self.say(found.describe())
-        valid, first_received = totals.get((True, False), (0, None))
-        invalid = totals.get((False, False), (0, None))[0]
-        blocked_users = totals.get((False, True), (0, None))[0]
-        valid_rows = parsed.filter(F.col("ok")).drop("ok", "reason", "raw", "types")
-        drop = dedupe(
-            self.spark, valid_rows, first_received, layout.dedupe_index_dir(self.lake, self.source.id),
-            self.source.dedupe_window_days, self.storage, until=self.selection.until(),
-            messages=valid, filters=layout.dedupe_filter_dir(self.settings.lake.state_dir, self.source.id),
-        ).toArrow()  # fmt: skip
-        deduped = (  # (the positions as a local relation: broadcast without a Spark job)
-            valid_rows.join(F.broadcast(self.spark.createDataFrame(drop)), "position", "left_anti")
-            if drop.num_rows
-            else valid_rows
-        )
-        observed = observe(deduped, shapes)
         dropped = valid - observed.messages
         self.say(
             f"{valid + invalid + blocked_users} messages, {dropped} duplicates dropped, {invalid} invalid"
@@ -178,15 +214,11 @@ class SourceSync:
             observed, self.catalog, self.database, self.names,
             self.settings.sync.max_tables_per_database, quarantine, self.say,
         )  # fmt: skip
-        positions = drop.column(0).combine_chunks()
         window = self.selection.window()
-        staged = write_tables(
-            self.spark, pieces, plan.schemas, plan.blocked, positions, window, stage,
-            self.source.date_partition, self.storage,
-        )  # fmt: skip
+        staged = self.stager.write_tables(self, parsed, plan, stage)
         _check_written(staged, observed.counts, [*plan.schemas, *plan.blocked])
         if invalid:
-            staged += stage_invalid_messages(parsed, stage, self.storage)
+            staged += self.stager.write_invalid(self, parsed, stage)
         blocked_messages = sum(observed.counts.get(segment_type, 0) for segment_type in plan.blocked)
         tables = [self._table(table, stage, staged) for table in plan.tables.values()]
         result = SyncResult(
@@ -218,7 +250,7 @@ class SourceSync:
             rewrites=commit.rewrites,
             tables=tuple(entries),
             report_path=str(report_path(result, self.lake)),
-            report=tuple(report_rows(result, self.lake, self.spark.sparkContext.applicationId)),
+            report=tuple(report_rows(result, self.lake, self.stager.application_id)),
             stage=str(stage.root),
             damaged=tuple((d.key, d.problem) for d in result.damaged),
             cleared=commit.cleared,
@@ -246,21 +278,6 @@ class SourceSync:
             moves.append((source, final))
         return moves
 
-    def _materialize(self, frame: DataFrame, stage: RunStage, name: str) -> DataFrame:
-        """``frame`` computed once for the rest of the run, with flat memory: as Parquet in the
-        run's stage when the stage is on a disk Spark writes to (a local lake), else on the
-        executors' own disks (a lake in a bucket: Spark has no connector to write there). The
-        Parquet copy is the cheaper one: Spark's disk cache builds its blocks on the heap (a 1M
-        message sync ran out of a 2g heap with it)."""
-        on_disk = self.storage.local_path(stage.scratch(name))
-        if on_disk is not None:
-            frame.write.mode("overwrite").parquet(str(on_disk))
-            return self.spark.read.schema(frame.schema).parquet(str(on_disk))  # no footer to read first
-        kept = frame.persist(StorageLevel.DISK_ONLY)
-        kept.count()
-        self.kept.append(kept)
-        return kept
-
     def _table(
         self, table: TablePlan, stage: RunStage, staged: list[StagedFile]
     ) -> tuple[TableResult, TableEntry]:
@@ -285,6 +302,84 @@ class SourceSync:
         )  # fmt: skip
         change = CREATE if table.is_new else ADD_COLUMNS if new else NONE
         return result, TableEntry(spec, tuple(parts), change)
+
+
+class SparkStager:
+    """The parse and write passes as a Spark job (the default :class:`Stager`): the parse workers
+    (:func:`.transform.parse_files`) in ``mapInArrow``, count, dedupe and observe in Spark, the write
+    workers (:func:`.write.write_segment_types`) in Spark tasks."""
+
+    def __init__(self, spark: SparkSession | None) -> None:
+        if spark is None:
+            raise ValueError("a sync without a stager needs a SparkSession: pass spark=")
+        self.spark = spark
+        self.kept: list[DataFrame] = []  # frames persisted for the run, dropped at its end
+
+    @property
+    def application_id(self) -> str:
+        return str(self.spark.sparkContext.applicationId)
+
+    def parse(
+        self, run: SourceSync, files: Sequence[ArchiveFile], stage: RunStage, suppressed: frozenset[str]
+    ) -> ParsedRun:
+        # the workers read the archive through storage: the lake's store needs no Hadoop connector
+        pieces = stage.scratch("pieces")  # the valid messages' values, for the write pass
+        parse = functools.partial(parse_files, storage=run.storage, pieces=pieces, suppressed=suppressed)
+        lines = files_frame(self.spark, [f.path for f in files], sizes=[f.size for f in files])
+        parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed", run.storage)
+        parsed = run.selection.rows(parsed)
+        counted = count_parsed(parsed)
+        totals, shapes = counted.totals, counted.shapes
+        valid, first_received = totals.get((True, False), (0, None))
+        invalid = totals.get((False, False), (0, None))[0]
+        blocked_users = totals.get((False, True), (0, None))[0]
+        valid_rows = parsed.filter(F.col("ok")).drop("ok", "reason", "raw", "types")
+        drop = dedupe(
+            self.spark, valid_rows, first_received, layout.dedupe_index_dir(run.lake, run.source.id),
+            run.source.dedupe_window_days, run.storage, until=run.selection.until(),
+            messages=valid, filters=layout.dedupe_filter_dir(run.settings.lake.state_dir, run.source.id),
+        ).toArrow()  # fmt: skip
+        deduped = (  # (the positions as a local relation: broadcast without a Spark job)
+            valid_rows.join(F.broadcast(self.spark.createDataFrame(drop)), "position", "left_anti")
+            if drop.num_rows
+            else valid_rows
+        )
+        observed = observe(deduped, shapes)
+        positions = drop.column(0).combine_chunks()
+        return ParsedRun(
+            valid, invalid, blocked_users, first_received, positions, observed, parsed, counted.damaged
+        )
+
+    def write_tables(
+        self, run: SourceSync, parsed: ParsedRun, plan: Plan, stage: RunStage
+    ) -> list[StagedFile]:
+        return write_tables(
+            self.spark, stage.scratch("pieces"), plan.schemas, plan.blocked, parsed.drop,
+            run.selection.window(), stage, run.source.date_partition, run.storage,
+        )  # fmt: skip
+
+    def write_invalid(self, run: SourceSync, parsed: ParsedRun, stage: RunStage) -> list[StagedFile]:
+        return stage_invalid_messages(parsed.rows, stage, run.storage)
+
+    def release(self) -> None:
+        for frame in self.kept:
+            frame.unpersist()
+        self.kept = []
+
+    def _materialize(self, frame: DataFrame, stage: RunStage, name: str, storage: Storage) -> DataFrame:
+        """``frame`` computed once for the rest of the run, with flat memory: as Parquet in the
+        run's stage when the stage is on a disk Spark writes to (a local lake), else on the
+        executors' own disks (a lake in a bucket: Spark has no connector to write there). The
+        Parquet copy is the cheaper one: Spark's disk cache builds its blocks on the heap (a 1M
+        message sync ran out of a 2g heap with it)."""
+        on_disk = storage.local_path(stage.scratch(name))
+        if on_disk is not None:
+            frame.write.mode("overwrite").parquet(str(on_disk))
+            return self.spark.read.schema(frame.schema).parquet(str(on_disk))  # no footer to read first
+        kept = frame.persist(StorageLevel.DISK_ONLY)
+        kept.count()
+        self.kept.append(kept)
+        return kept
 
 
 def _damaged(files: Sequence[ArchiveFile], found: dict[str, str]) -> tuple[DamagedFile, ...]:

@@ -27,6 +27,7 @@ with ``replay``, ``replay_from`` and ``replay_to`` set.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
@@ -206,9 +207,10 @@ class Replay:
 
 def run_replay(
     settings: Settings, slug: str, wanted: ReplayRange, *, spark: Any = None, catalog: Catalog | None = None,
-    wait: bool = True, say: Say = say,
+    wait: bool = True, say: Say = say, stager: Any = None,
 ) -> SyncResult:  # fmt: skip
-    """Replay one source over ``wanted``; see the module's description."""
+    """Replay one source over ``wanted``; see the module's description. ``stager``: who runs the
+    parse and write passes (default: Spark; see :class:`~eventlake.sync.job.Stager`)."""
     from eventlake.catalog import load_catalog
     from eventlake.jvm.session import owned_session
     from eventlake.sync.job import SourceSync
@@ -218,13 +220,17 @@ def run_replay(
     if wanted.first and wanted.last and wanted.first > wanted.last:
         raise UsageError(f"--from {wanted.first} is after --to {wanted.last}")
     storage = settings.lake.storage()
-    with owned_session(settings, "eventlake-replay", spark, say) as spark:
+    session: Any = (
+        owned_session(settings, "eventlake-replay", spark, say) if stager is None else nullcontext(spark)
+    )
+    with session as spark:
         lake_catalog = catalog or load_catalog(settings, spark)
 
         def work(hold: Hold) -> SyncResult:
             return SourceSync(
-                spark, lake_catalog, storage, settings, source, say, hold, selection=Replay(wanted)
-            ).run()
+                spark, lake_catalog, storage, settings, source, say, hold, selection=Replay(wanted),
+                stager=stager,
+            ).run()  # fmt: skip
 
         return run_source(settings, storage, source, work, catalog=lambda: lake_catalog, wait=wait, say=say)
 

@@ -173,6 +173,24 @@ def write_tables(
     cluster has cores, the largest first, each to the task with the least to read: a big sync's
     cores stay equally busy and a micro-batch of many tables runs a few tasks, not one a table.
     Returns the files written, as the workers report them."""
+    tasks = write_units(storage, pieces, schemas, blocked, 2 * spark.sparkContext.defaultParallelism)
+    if not tasks:
+        return []
+    write = functools.partial(
+        write_segment_types, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
+        drop=drop, storage=storage, date_partition=date_partition,
+    )  # fmt: skip
+    staged: list[StagedFile] = spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(write).collect()
+    return staged
+
+
+def write_units(
+    storage: Storage, pieces: Location, schemas: Mapping[str, Sequence[tuple[str, str]]],
+    blocked: Collection[str], slots: int,
+) -> list[list[tuple[int, str, Sequence[str]]]]:  # fmt: skip
+    """The write pass's tasks (at most ``slots``): the segment types with pieces that are planned
+    or ``blocked``, the largest first, each dealt to the task with the least to read, as
+    :func:`write_segment_types` takes them; each type numbered (its number names its files)."""
     found = pieces_by_type(storage, pieces)
     types = sorted(
         ((size, segment_type, paths) for segment_type, (size, paths) in found.items()
@@ -181,20 +199,13 @@ def write_tables(
     )  # fmt: skip
     if not types:
         return []
-    tasks: list[list[tuple[int, str, Sequence[str]]]] = [
-        [] for _ in range(min(len(types), 2 * spark.sparkContext.defaultParallelism))
-    ]
+    tasks: list[list[tuple[int, str, Sequence[str]]]] = [[] for _ in range(min(len(types), slots))]
     sizes = [0] * len(tasks)
     for index, (size, segment_type, paths) in enumerate(types):
         least = sizes.index(min(sizes))
         tasks[least].append((index, segment_type, paths))  # the index names the type's files
         sizes[least] += size
-    write = functools.partial(
-        write_segment_types, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
-        drop=drop, storage=storage, date_partition=date_partition,
-    )  # fmt: skip
-    staged: list[StagedFile] = spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(write).collect()
-    return staged
+    return tasks
 
 
 def write_segment_types(
