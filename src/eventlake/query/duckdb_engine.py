@@ -2,9 +2,11 @@
 
 Every table the query names gets a view ``"<database>"."<table>"`` over its partition folders,
 typed from the table's schema file (``segment-data/_state/schemas/``): data columns in the
-schema's order and types (a column missing from older files reads NULL), then the partition keys
-as strings, exactly as Spark shows the table. Timestamps are UTC. Spark's backtick-quoted
-identifiers and ``SHOW TABLES IN db`` are translated (see :mod:`eventlake.query.dialect`).
+schema's order and types (a column a file lacks reads NULL, even when no file has it), then the
+partition keys as strings, exactly as Spark shows the table. A table whose files DuckDB cannot
+open fails only the queries of its rows (:func:`unreadable_view_sql`). Timestamps are UTC.
+Spark's backtick-quoted identifiers and ``SHOW TABLES IN db`` are translated (see
+:mod:`eventlake.query.dialect`).
 
 DuckDB reads every partition folder on disk, where Spark reads the partitions registered in the
 catalog; the two differ only while a sync is publishing. In each folder it reads the data files by
@@ -19,7 +21,7 @@ from __future__ import annotations
 import re
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,17 +113,35 @@ def literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def view_sql(spec: TableSpec, scan: str | None) -> str:
+def view_sql(spec: TableSpec, scan: str | None, present: Iterable[str] = ()) -> str:
     """``CREATE VIEW`` for one table over ``scan`` (the FROM of its files; None: no files): its
-    columns, then its partition keys (folders of a Parquet table, fields of a JSON table's rows)."""
-    columns = [f"CAST({ident(n)} AS {duckdb_type(t)}) AS {ident(n)}" for n, t in spec.columns]
-    keys = [f"CAST({ident(k)} AS VARCHAR) AS {ident(k)}" for k in spec.partition_keys]
-    view = f"CREATE VIEW {ident(spec.database)}.{ident(spec.name)} AS SELECT "
-    if scan is None:
-        nulls = [f"CAST(NULL AS {duckdb_type(t)}) AS {ident(n)}" for n, t in spec.columns]
-        nulls += [f"CAST(NULL AS VARCHAR) AS {ident(k)}" for k in spec.partition_keys]
-        return view + ", ".join(nulls) + " WHERE false"
-    return view + ", ".join(columns + keys) + f" FROM {scan}"
+    columns, then its partition keys (folders of a Parquet table, fields of a JSON table's rows).
+    ``present``: the columns ``scan`` has (:func:`scan_columns`); a column of the table that none
+    of its files has (an older writer's files only) reads NULL of its type, like a file lacking a
+    column among files having it (read by name, ``union_by_name``)."""
+    have = {n.lower() for n in present}  # DuckDB's names are case-insensitive
+
+    def column(name: str, kind: str) -> str:
+        value = ident(name) if scan is not None and name.lower() in have else "NULL"
+        return f"CAST({value} AS {kind}) AS {ident(name)}"
+
+    selected = [column(n, duckdb_type(t)) for n, t in spec.columns]
+    selected += [column(k, "VARCHAR") for k in spec.partition_keys]
+    view = f"CREATE VIEW {ident(spec.database)}.{ident(spec.name)} AS SELECT " + ", ".join(selected)
+    return view + (" WHERE false" if scan is None else f" FROM {scan}")
+
+
+def scan_columns(con: duckdb.DuckDBPyConnection, scan: str) -> list[str]:
+    """The columns ``scan`` has (every file's, by name)."""
+    return [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()]
+
+
+def unreadable_view_sql(spec: TableSpec, error: str) -> str:
+    """``CREATE VIEW`` for a table whose files DuckDB cannot open: its columns, and a query of
+    its rows fails with ``error`` (the other tables stay readable)."""
+    message = f"cannot read the table {spec.qualified}: {error}"
+    view = view_sql(spec, None).removesuffix(" WHERE false")
+    return view + f" FROM (SELECT error({literal(message)}) AS e) WHERE e IS NULL"
 
 
 def json_scan(storage: Storage, spec: TableSpec, scratch: Path) -> str | None:
@@ -256,10 +276,8 @@ def define_lake(
     for index, spec in enumerate(specs):
         if (spec.database, spec.name) not in opened:  # a query that does not read it: no listing
             con.execute(view_sql(spec, None))
-        elif spec.format == "json":
-            con.execute(view_sql(spec, json_scan(storage, spec, scratch)))
         else:
-            con.execute(view_sql(spec, table_scan(con, storage, spec, index)))
+            _define_table(con, storage, spec, index, scratch)
         made.append(spec.qualified)
     have = {(s.database, s.name) for s in specs}
     for database, found in views:  # the warehouse views over the tables
@@ -269,6 +287,33 @@ def define_lake(
                 con.execute(f"CREATE VIEW {ident(database)}.{ident(view.name)} AS {select}")
                 made.append(f"{database}.{view.name}")
     return made
+
+
+def _define_table(
+    con: duckdb.DuckDBPyConnection, storage: Storage, spec: TableSpec, index: int, scratch: Path
+) -> None:
+    """The view of one table over its files; when DuckDB cannot open them (a damaged file), a
+    view whose rows fail with DuckDB's error: one table's problem does not close the lake. Files
+    opened by path are probed on a cursor of their own: a failed statement would abort ``con``'s
+    transaction (:func:`write_database_file`); an object store's are an Arrow dataset registered
+    on ``con``, typed by the schema file."""
+    try:
+        if spec.format == "json":
+            scan = json_scan(storage, spec, scratch)
+        else:
+            scan = table_scan(con, storage, spec, index)
+        present: list[str] = []
+        if scan is not None:
+            local = storage.local_path(to_location(spec.location)) is not None
+            probe = con.cursor() if local else con
+            try:
+                present = scan_columns(probe, scan)
+            finally:
+                if probe is not con:
+                    probe.close()
+        con.execute(view_sql(spec, scan, present))
+    except duckdb.Error as exc:
+        con.execute(unreadable_view_sql(spec, first_line(exc)))
 
 
 def write_database_file(settings: Settings, path: Path) -> list[str]:
