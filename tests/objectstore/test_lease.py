@@ -114,10 +114,12 @@ def lake_objects(lake: Lake) -> set[tuple[str, int]]:
     return {(str(f.path), f.size) for folder in folders for f in storage.list(folder, "**/*")}
 
 
+# each job, and a function it calls once it holds the source (users delete reads the archive
+# before taking the lease: its catch-up under the lease is the first step that holds it)
 JOBS = {
-    "retention": ("eventlake.sync.retention", lambda lake, spark: apply_retention(
+    "retention": ("eventlake.sync.retention", "list_archive_files", lambda lake, spark: apply_retention(
         lake.settings, [lake.slug], spark=spark, say=quiet)),
-    "users delete": ("eventlake.sync.erase", lambda lake, spark: delete_user(
+    "users delete": ("eventlake.sync.erase", "catch_up", lambda lake, spark: delete_user(
         lake.settings, "u-gone", [lake.slug], spark=spark, say=quiet)),
 }  # fmt: skip
 
@@ -138,15 +140,15 @@ def test_a_retention_or_user_deletion_that_lost_its_lease_deletes_nothing(
     database = lake.source.database
     before = lake_objects(lake), catalog.partitions(database, "track_order_completed")
 
-    module, run = JOBS[job]
+    module, held_step, run = JOBS[job]
     # the lease is taken over once the job holds it (as when it stalled past its expiry)
-    original = importlib.import_module(module).list_archive_files
+    original = getattr(importlib.import_module(module), held_step)
 
     def taken_over(*args, **kwargs):
         steal_the_lease(lake)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(f"{module}.list_archive_files", taken_over)
+    monkeypatch.setattr(f"{module}.{held_step}", taken_over)
     [result] = run(lake, spark)
     assert result.status == "Failed" and "lost the lease" in result.error, result
     assert (lake_objects(lake), catalog.partitions(database, "track_order_completed")) == before
