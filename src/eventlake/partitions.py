@@ -76,18 +76,23 @@ def holds_foreign_data(
 ) -> bool:
     """Whether a partition's data (``data``, default :func:`partition_files`) holds rows eventlake
     did not write (Segment Data Lakes', another writer's): a Parquet data file of another writer's
-    name, or a current version whose marker says its rewrite took in such rows. A partition
-    rewritten before markers recorded it says False (``eventlake adopt``'s progress file names the
-    partitions adopted)."""
+    name, or a marker of the rewrite that wrote the data saying it took in such rows: the current
+    version's, or without a version folder (a rewrite in place, on a local disk) those in the
+    folder. No data holds no rows. A partition rewritten before markers recorded it says False
+    (``eventlake adopt``'s progress file names the partitions adopted)."""
     if data is None:
         data = partition_files(storage, folder, names)
+    if not data:
+        return False
     leaves = [name.rsplit("/", 1)[-1] for name in data]
     if any(layout.is_data_file_name(leaf) and not layout.is_eventlake_file_name(leaf) for leaf in leaves):
         return True
     version = current_version(names)
-    if version is None:
-        return False
-    markers = [n for n in names if n.startswith(version + "/") and layout.marker_run_id(n.split("/", 1)[1])]
+    home = "" if version is None else version + "/"  # where the data's rewrite left its marker
+    markers = [
+        n for n in names
+        if n.startswith(home) and "/" not in n[len(home) :] and layout.marker_run_id(n[len(home) :])
+    ]  # fmt: skip
     reader = read_marker(storage, folder)
     return any(bool(reader(marker).foreign) for marker in markers)
 

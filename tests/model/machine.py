@@ -101,7 +101,7 @@ class LakeModel(RuleBasedStateMachine):
     # known defects whose triggers the run steers clear of, until their fixes are merged: "1" (files
     # eventlake did not write in a partition: foreign files, SDL still writing after an adoption,
     # adopt reruns), "2" (syncs during a long import), "5" (a first sync just after midnight),
-    # "adopt-after-delete" (an adopt rerun once users delete rewrote SDL's files: open)
+    # "adopt-after-delete" (an adopt rerun once users delete rewrote SDL's files)
     avoid: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self) -> None:

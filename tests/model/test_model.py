@@ -20,8 +20,8 @@ pytestmark = pytest.mark.integration
 
 # the known defects whose triggers the fixed-budget run steers clear of (see LakeModel.avoid): remove
 # one once its fix is merged (its example below then passes: drop its xfail). Issue 34's 1, 2 and 5
-# are fixed on main; the model found one more, open
-KNOWN_DEFECTS = frozenset({"adopt-after-delete"})
+# are fixed on main, and the one more the model found (adopt-after-delete)
+KNOWN_DEFECTS: frozenset[str] = frozenset()
 LONG = bool(os.environ.get("MODEL_LONG"))
 AVOID = frozenset(n for n in os.environ.get("MODEL_AVOID", "").split(",") if n) if LONG else KNOWN_DEFECTS
 BUDGET = settings(
@@ -139,12 +139,11 @@ def test_sdl_writing_into_a_rewritten_partition_after_adopt_is_data(model_moto: 
     ])  # fmt: skip
 
 
-@pytest.mark.xfail(reason="found by the model, open on main (adopt-after-delete)", strict=False)
 def test_adopt_reruns_after_users_delete_rewrote_the_adopted_files(model_moto: Any, tmp_path: Path) -> None:
-    """Found by the model (seed 2, local, ``MODEL_AVOID=1,5``), still open after defect 1's fix:
-    once ``users delete`` rewrote every SDL file of an adopted lake, a rerun of ``eventlake adopt``
-    (the migration guide's overlap) fails: "no SDL data under ..." (``adopt._folders`` counts
-    SDL-named files only)."""
+    """Found by the model (seed 2, local, ``MODEL_AVOID=1,5``) after defect 1's fix, on main before
+    its own: once ``users delete`` rewrote every SDL file of an adopted lake, a rerun of ``eventlake
+    adopt`` (the migration guide's overlap) failed: "no SDL data under ..." (``adopt._folders``
+    found no partition holding SDL's rows: the deletion had emptied them all)."""
     replay("local", model_moto, tmp_path, [
         ("start", {"start": 10 * 3600, "sdl": True}), ("adopt", {}), ("users_delete", {"data": First()}),
         ("adopt", {}),

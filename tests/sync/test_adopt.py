@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.errors import UsageError
 from eventlake.query import run_query
-from eventlake.sync import run_sync
+from eventlake.sync import adopt as adopt_module
+from eventlake.sync import rewrite, run_sync
 from eventlake.sync.adopt import adopt_source
 from eventlake.sync.replay import ReplayRange, run_replay
+from eventlake.sync.stage import RunStage
 from eventlake.timestamps import now_utc
 from tests.sync.sdl import TRACK_COLUMNS, sdl_lake, track_row, write_partition
 from tests.sync.test_sync import Killed, kill_on_call
@@ -185,3 +190,48 @@ def test_a_replay_refuses_a_partition_sdl_wrote_after_the_last_adoption(lake, sp
 
 def replay(lake, spark, wanted):
     return run_replay(lake.settings, lake.slug, wanted, spark=spark, say=lambda line: None)
+
+
+def delete_rows_in_place(storage, folder, keep: list[str]) -> None:
+    """What ``users delete`` does to a partition of a local lake: its data rewritten in place (the
+    real rewrite: staged, committed by its marker) to the rows whose message id is in ``keep``."""
+    names = partitions.folder_names(storage, folder)
+    data = partitions.partition_files(storage, folder, names)
+    rows = pa.concat_tables(pq.read_table(str(storage.local_path(names[n].path))) for n in data)
+    rows = rows.filter(pc.is_in(rows["message_id"], pa.array(keep, pa.string())))
+    run = rewrite.RewriteRun.new(rewrite.RewriteKind.USER_DELETION)
+    stage = RunStage(folder, "s", "s", run.id, ("day", "hr"))
+    outputs = (
+        [rewrite.stage_output(storage, stage, folder, layout.part_file_name(run.id, 0), rows)] if keep else []
+    )
+    rewrite.apply_rewrite(storage, rewrite.finish_rewrite(storage, stage, folder, names, outputs, data, run))
+
+
+def test_users_delete_in_place_keeps_sdls_partitions_adoptable(lake):
+    """Spark-free: on a local lake ``users delete`` rewrites a partition in place, its SDL rows into
+    a file of eventlake's name; the partition still holds SDL's data (its marker says so: a later
+    adoption registers it, a replay leaves it alone), and once the deletion emptied every partition
+    an adoption's rerun finds nothing new rather than failing."""
+    now, storage, root = now_utc(), lake.settings.lake.storage(), lake.settings.lake.root
+    ids = sdl_lake(storage, root, lake.source.id, now)["page_viewed"]
+    table = layout.table_dir(root, lake.source.dir_name, "page_viewed")
+    old = table / f"day={now - timedelta(days=30):%Y-%m-%d}" / f"hr={now - timedelta(days=30):%H}"
+    delete_rows_in_place(storage, old, keep=[ids[0]])
+
+    names = partitions.folder_names(storage, old)
+    [kept] = partitions.partition_files(storage, old, names)
+    assert layout.is_eventlake_file_name(kept)  # SDL's rows, in a file of eventlake's name
+    assert partitions.holds_foreign_data(storage, old, names)
+    found = adopt_module._folders(storage, root, lake.source, {})  # a first adoption, after the deletion
+    assert len(found["page_viewed"]) == 2 and len(found["identify"]) == 2
+
+    adopted = {folder: set(parts) for folder, parts in found.items()}
+    for folder, parts in found.items():
+        for values in parts:
+            path = layout.table_dir(root, lake.source.dir_name, folder) / layout.partition_subdir(
+                layout.partition_columns(lake.source.date_partition), values
+            )
+            delete_rows_in_place(storage, path, keep=[])
+    assert adopt_module._folders(storage, root, lake.source, adopted) == {}  # a rerun: nothing new
+    with pytest.raises(adopt_module.AdoptError, match="no SDL data under"):
+        adopt_module._folders(storage, root, lake.source, {})  # a first adoption of no data is refused

@@ -219,8 +219,9 @@ def _folders(
 ) -> dict[str, dict[Partition, list[FileInfo]]]:
     """SDL's data files of each ``segment_type=`` folder, by partition: the partitions holding data
     eventlake did not write (:func:`eventlake.partitions.holds_foreign_data`: SDL's files, or their
-    rows compacted since into a version folder) and those ``adopted`` before (by folder) that hold
-    data; refuses a layout the source's ``date_partition`` does not describe."""
+    rows rewritten since: compacted, or left by ``users delete``) and those ``adopted`` before (by
+    folder) that hold data; refuses a layout the source's ``date_partition`` does not describe, and
+    a first adoption that finds no such data."""
     data = layout.source_data_dir(lake, source.dir_name)
     keys = layout.partition_columns(source.date_partition)
     found: dict[str, dict[Partition, list[FileInfo]]] = {}
@@ -247,7 +248,7 @@ def _folders(
         if not is_safe_identifier(name):
             raise AdoptError(f"folder {folder}: {name!r} is not a table name eventlake can keep ([a-z0-9_])")
         found.setdefault(name, {})[values] = [infos[n] for n in visible]
-    if not found:
+    if not found and not any(adopted.values()):  # (a rerun's: users delete may have emptied them all)
         raise AdoptError(
             f"no SDL data under {data}: set lake.root to the folder or bucket prefix that holds SDL's "
             f"segment-data/, and source {source.slug}'s id to SDL's source id (its folder under "
