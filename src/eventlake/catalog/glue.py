@@ -495,14 +495,7 @@ class GlueCatalog(Catalog):
             )
 
     def partitions(self, database: str, table: str) -> list[tuple[str, ...]]:
-        found = self._pages(
-            "get_partitions",
-            "Partitions",
-            f"listing partitions of {database}.{table}",
-            DatabaseName=database,
-            TableName=table,
-        )
-        return sorted(tuple(p["Values"]) for p in found)
+        return sorted(self.partition_locations(database, table))
 
     def partition_locations(self, database: str, table: str) -> dict[tuple[str, ...], str]:
         """Each partition's values and location, as a reader through Glue (Athena) finds them."""

@@ -229,15 +229,7 @@ class S3Storage(Storage):
         return f"S3Storage(endpoint_url={self.endpoint_url!r})"
 
     def read(self, path: Location) -> bytes:
-        where = _object(path)
-        try:
-            with _refusals("GetObject", where):
-                response = self.client.get_object(Bucket=where.authority, Key=where.key)
-        except self.client.exceptions.ClientError as error:
-            if _not_found(error):
-                raise FileNotFoundError(str(where)) from None
-            raise
-        return cast(bytes, response["Body"].read())
+        return self.read_tagged(path)[0]
 
     def read_ranges(self, path: Location, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """Ranged GETs (``Range: bytes=a-b``), ranges closer than
