@@ -33,7 +33,6 @@ range of buckets at a time (:func:`records_in`).
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from eventlake.storage import FileInfo, Storage
+from eventlake.storage.local import write_atomic
 
 SUFFIX = ".keys"
 RECORD = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("at", "<i8")])
@@ -208,14 +208,13 @@ class KeyFile:
         return passed
 
     def _local_copy(self, storage: Storage, filters: Path) -> Path:
-        """The filter's copy in ``filters`` (written whole under a temporary name, then renamed)."""
+        """The filter's copy in ``filters`` (written whole under an unpredictable temporary name,
+        then renamed: :func:`~eventlake.storage.local.write_atomic`)."""
         path = filters / filter_copy_name(self.info)
         if not path.exists() or path.stat().st_size != self.blocks * FILTER_BLOCK:
             [data] = storage.read_ranges(self.info.path, [(self.filter_at, self.blocks * FILTER_BLOCK)])
             filters.mkdir(parents=True, exist_ok=True)
-            temporary = filters / f".{path.name}.{os.getpid()}.tmp"
-            temporary.write_bytes(data)
-            temporary.replace(path)
+            write_atomic(path, data)
         return path
 
     def entries(self, storage: Storage, numbers: np.ndarray) -> np.ndarray:
