@@ -42,9 +42,10 @@ from .world import RETENTION, USERS, Clock, Killed, World, calls_fail, day_ms, q
 HOUR = 3600
 DAY = 24 * HOUR
 START_DAY = datetime(2026, 11, 20, tzinfo=timezone.utc)
-# where the clock starts: mid-morning, seconds before midnight, or seconds after it (a collector
-# behind then still seals into yesterday: issue 34's defect 5 needs such a start, a first sync, a seal)
-STARTS = (10 * HOUR, DAY - 5, DAY + 3)
+# where the clock starts: seconds after midnight (a collector behind then still seals into yesterday:
+# issue 34's defect 5 needs such a start, a first sync, a seal), seconds before it, or mid-morning
+MORNING = 10 * HOUR
+STARTS = (DAY + 3, DAY - 5, MORNING)
 ADVANCES = (10, 60, 10 * 60, HOUR, 3 * HOUR, 9 * HOUR, DAY + 2 * HOUR)
 SKEWS = (-10, 0, 10)  # the collector's clock against the lake's, seconds
 LATE = (0, 0, 3 * HOUR, 26 * HOUR)  # how long before its sealing a segment's messages were received
@@ -142,12 +143,16 @@ class LakeModel(RuleBasedStateMachine):
             Lease.acquire = self.acquire  # type: ignore[method-assign]
             self.installed.__exit__(None, None, None)
 
-    @initialize(start=st.sampled_from(STARTS), sdl=st.booleans(), skew=st.sampled_from(SKEWS))
-    def start(self, start: int, sdl: bool = False, skew: int = 0) -> None:
+    @initialize(
+        start=st.sampled_from(STARTS), sdl=st.booleans(), skew=st.sampled_from(SKEWS),
+        synced=st.sampled_from((True, False)),
+    )  # fmt: skip
+    def start(self, start: int, sdl: bool = False, skew: int = 0, synced: bool = False) -> None:
         """The lake's clock starts at ``start`` seconds after START_DAY; the collector's clock is
-        ``skew`` seconds off it for the run (a machine's clock drifts one way, not at each seal)."""
+        ``skew`` seconds off it for the run (a machine's clock drifts one way, not at each seal);
+        ``synced``: the new source's first sync runs at once (``eventlake up`` as it is added)."""
         if "5" in self.avoid:
-            start = STARTS[0]
+            start = MORNING
         self.clock.now = START_DAY + timedelta(seconds=start)
         self.collector_skew = skew
         self.say(f"start{' on an SDL lake' if sdl else ''}, the collector's clock {skew:+d} s")
@@ -155,6 +160,8 @@ class LakeModel(RuleBasedStateMachine):
             self.sdl = True
             for hours in (26, 2):
                 self.sdl_write(self.clock.now - timedelta(hours=hours))
+        if synced and self.ready():
+            self.sync_once()
 
     def ready(self) -> bool:
         return not self.sdl or self.adopted
