@@ -65,6 +65,21 @@ def open_temp(path: Path, mode: int) -> tuple[int, Path]:
     return fd, Path(name)
 
 
+def _durable_temp(path: Path, data: bytes) -> tuple[Path, os.stat_result]:
+    """``data`` written and fsynced into a new temporary beside ``path`` (:func:`open_temp`): its
+    path and its status (removed again when the write fails)."""
+    fd, temp = open_temp(path, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            return temp, os.fstat(handle.fileno())
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync of the folder).
     For local files outside the lake (the metastore's configuration) and for :class:`LocalStorage`."""
@@ -144,13 +159,9 @@ class LocalStorage(Storage):
                     return None
             except FileNotFoundError:
                 return None
-            handle_fd, temp = open_temp(path, 0o644)
+            temp, stat = _durable_temp(path, data)
+            written = _tag(stat)  # a rename keeps the inode and mtime
             try:
-                with os.fdopen(handle_fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                    written = _tag(os.fstat(handle.fileno()))  # a rename keeps the inode and mtime
                 os.replace(temp, path)
             except BaseException:
                 temp.unlink(missing_ok=True)
@@ -171,12 +182,8 @@ class LocalStorage(Storage):
         crash, blocking every later caller)."""
         path = on_disk(path)
         make_dirs(path.parent)
-        fd, temp = open_temp(path, 0o644)
+        temp, _ = _durable_temp(path, data)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
             try:
                 os.link(temp, path)
             except FileExistsError:
