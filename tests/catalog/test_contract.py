@@ -12,6 +12,7 @@ import pytest
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.glue import GlueCatalog
 from eventlake.catalog.hive import HiveCatalog
+from eventlake.sync.adopt import same_location
 
 from .worker import RemoteCatalog
 
@@ -63,6 +64,10 @@ def test_create_database_and_table_then_list_and_describe(
         "identify": (("message_id", "string"),),
         "track_order_completed": COLUMNS,
     }
+    locations = catalog.table_locations(database)  # as each catalog spells them (file:/..., /...)
+    assert sorted(locations) == ["identify", "track_order_completed"]
+    assert same_location(locations["identify"], spec(database, tmp_path, "identify").location)
+    assert same_location(locations["track_order_completed"], table.location)
     assert catalog.partitions(database, "identify") == []
 
 

@@ -111,6 +111,9 @@ class RemoteCatalog(Catalog):
         found = self.call("table_schemas", database)
         return {name: tuple(tuple(c) for c in columns) for name, columns in found.items()}
 
+    def table_locations(self, database: str) -> dict[str, str]:
+        return dict(self.call("table_locations", database))
+
     def create_table(self, spec: TableSpec) -> None:
         self.call("create_table", spec)
 

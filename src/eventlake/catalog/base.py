@@ -48,6 +48,16 @@ class TableSpec:
         return f"{self.database}.{self.name}"
 
 
+@dataclass(frozen=True)
+class ListedTable:
+    """A table or view of a database as one listing of the catalog has it
+    (:meth:`Catalog.list_described`)."""
+
+    name: str
+    columns: tuple[Column, ...] | None = None  # None: not in the listing (ask table_columns)
+    location: str | None = None  # as the catalog has it; "" for a view; None: not in the listing
+
+
 class Catalog(ABC):
     """Databases, tables, columns and partitions of the lake. Every call is idempotent."""
 
@@ -61,17 +71,30 @@ class Catalog(ABC):
     @abstractmethod
     def list_tables(self, database: str) -> list[str]: ...
 
+    def list_described(self, database: str) -> list[ListedTable]:
+        """Every table and view of the database with what one listing of the catalog tells of it,
+        which :meth:`table_schemas` and :meth:`table_locations` read. The default lists the names
+        only; back ends override it to ask the metastore once for columns and locations."""
+        return [ListedTable(name) for name in self.list_tables(database)]
+
     def table_schemas(self, database: str) -> dict[str, tuple[Column, ...]]:
-        """Every table of the database with its data columns (what a sync plans against); back
-        ends override it to ask the metastore once instead of once per table."""
-        schemas = {name: self.table_columns(database, name) for name in self.list_tables(database)}
-        return {name: columns for name, columns in schemas.items() if columns is not None}
+        """Every table of the database with its data columns (what a sync plans against): from
+        :meth:`list_described`, and :meth:`table_columns` for the tables it has no columns of."""
+        schemas: dict[str, tuple[Column, ...]] = {}
+        for table in self.list_described(database):
+            columns = table.columns if table.columns is not None else self.table_columns(database, table.name)
+            if columns is not None:
+                schemas[table.name] = columns
+        return schemas
 
     def table_locations(self, database: str) -> dict[str, str]:
         """Every table of the database with its location (as the catalog has it: ``s3://...``,
         ``file:/...``); views have none and are left out. Tables a lake adopted from Segment Data
         Lakes are found by their location (see ``eventlake adopt``)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot list table locations")
+        tables = self.list_described(database)
+        if any(table.location is None for table in tables):
+            raise NotImplementedError(f"{type(self).__name__} cannot list table locations")
+        return {table.name: table.location for table in tables if table.location}
 
     @abstractmethod
     def create_table(self, spec: TableSpec) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from eventlake.catalog.base import Catalog, Column, TableSpec
+from eventlake.catalog.base import Catalog, Column, ListedTable, TableSpec
 from eventlake.config import CatalogSettings
 from eventlake.errors import ConfigError, DependencyError, EventLakeError, PermissionsError
 from eventlake.schema.warehouse import View, view_sql
@@ -230,27 +230,23 @@ class GlueCatalog(Catalog):
         return tuple((c["Name"], c["Type"]) for c in found.get("StorageDescriptor", {}).get("Columns", []))
 
     def list_tables(self, database: str) -> list[str]:
-        tables = self._pages(
-            "get_tables", "TableList", f"listing tables of {database}", DatabaseName=database
-        )
-        return sorted(t["Name"] for t in tables)
+        return sorted(table.name for table in self.list_described(database))
 
-    def table_schemas(self, database: str) -> dict[str, tuple[Column, ...]]:
+    def list_described(self, database: str) -> list[ListedTable]:
+        """GetTables: every table with its columns and location, 100 a call."""
         tables = self._pages(
             "get_tables", "TableList", f"listing tables of {database}", DatabaseName=database
         )
-        columns = {t["Name"]: t.get("StorageDescriptor", {}).get("Columns", []) for t in tables}
-        return {name: tuple((c["Name"], c["Type"]) for c in found) for name, found in columns.items()}
-
-    def table_locations(self, database: str) -> dict[str, str]:
-        tables = self._pages(
-            "get_tables", "TableList", f"listing tables of {database}", DatabaseName=database
-        )
-        return {
-            t["Name"]: t["StorageDescriptor"]["Location"]
+        return [
+            ListedTable(
+                t["Name"],
+                tuple((c["Name"], c["Type"]) for c in t.get("StorageDescriptor", {}).get("Columns", [])),
+                ""
+                if t.get("TableType") == "VIRTUAL_VIEW"
+                else t.get("StorageDescriptor", {}).get("Location") or "",
+            )
             for t in tables
-            if t.get("TableType") != "VIRTUAL_VIEW" and t.get("StorageDescriptor", {}).get("Location")
-        }
+        ]
 
     def create_table(self, spec: TableSpec) -> None:
         self._call(

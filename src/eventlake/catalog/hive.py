@@ -22,7 +22,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import convert_exception
 from pyspark.sql import SparkSession
 
-from eventlake.catalog.base import Catalog, Column, TableSpec
+from eventlake.catalog.base import Catalog, Column, ListedTable, TableSpec
 from eventlake.schema.warehouse import View, view_sql
 from eventlake.storage import hadoop_uri
 
@@ -118,43 +118,32 @@ class HiveCatalog(Catalog):
         names = external.listTables(database).mkString("\n")  # Hive's names hold no newline
         return sorted(names.split("\n")) if names else []
 
-    def table_schemas(self, database: str) -> dict[str, tuple[Column, ...]]:
-        """One metastore call for every table (``getTablesByName``) instead of two per table."""
+    def list_described(self, database: str) -> list[ListedTable]:
+        """One metastore call for every table (``getTablesByName``) instead of two per table; a
+        table with nested types (none in a sync's tables) has no columns here (asked one by one)."""
         names = self.list_tables(database)
         if not names:
-            return {}
+            return []
         jvm = self._gateway()
-        external = self._jvm()["external"]
-        found = external.getTablesByName(database, jvm.PythonUtils.toSeq(names))
-        schemas: dict[str, tuple[Column, ...]] = {}
+        found = self._jvm()["external"].getTablesByName(database, jvm.PythonUtils.toSeq(names))
+        described: dict[str, ListedTable] = {}
         tables = found.iterator()
         while tables.hasNext():
             table = tables.next()
             fields = orjson.loads(table.dataSchema().json())["fields"]
-            if all(isinstance(f["type"], str) for f in fields):
-                schemas[table.identifier().table()] = tuple(
-                    (f["name"], _JSON_TYPE_NAMES.get(f["type"], f["type"])) for f in fields
-                )
-        for name in set(names) - set(schemas):  # nested types (none in a sync's tables): one by one
-            columns = self.table_columns(database, name)
-            if columns is not None:
-                schemas[name] = columns
-        return schemas
-
-    def table_locations(self, database: str) -> dict[str, str]:
-        names = self.list_tables(database)
-        if not names:
-            return {}
-        jvm = self._gateway()
-        found = self._jvm()["external"].getTablesByName(database, jvm.PythonUtils.toSeq(names))
-        locations: dict[str, str] = {}
-        tables = found.iterator()
-        while tables.hasNext():
-            table = tables.next()
+            columns = (
+                tuple((f["name"], _JSON_TYPE_NAMES.get(f["type"], f["type"])) for f in fields)
+                if all(isinstance(f["type"], str) for f in fields)
+                else None
+            )
             location = table.storage().locationUri()
-            if location.isDefined() and table.tableType().name() != "VIEW":
-                locations[table.identifier().table()] = location.get().toString()
-        return locations
+            at = (
+                location.get().toString()
+                if location.isDefined() and table.tableType().name() != "VIEW"
+                else ""
+            )
+            described[table.identifier().table()] = ListedTable(table.identifier().table(), columns, at)
+        return [described.get(name, ListedTable(name, None, "")) for name in names]
 
     def create_table(self, spec: TableSpec) -> None:
         self._forget(spec.database, spec.name)
