@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
 from eventlake import layout
-from eventlake.config import LakeSettings, Settings
+from eventlake.config import ConsoleSettings, LakeSettings, Secret, Settings
 from eventlake.console.app import create_console
 from eventlake.console.lake import LakeWatch
+from eventlake.console.server import check_access
+from eventlake.errors import UsageError
 from eventlake.storage import LocalStorage
 
 
@@ -60,3 +63,29 @@ def test_the_query_box_reads_tables_not_files(tmp_path: Path) -> None:
         assert "reads the lake&#x27;s tables by name, not files" in answer.text, sql
         refused = client.post("/query.csv", data={"sql": sql})
         assert refused.status_code == 400 and "erased-user-42" not in refused.text
+
+
+def test_the_token_is_asked_for_and_kept_in_a_cookie(tmp_path: Path) -> None:
+    settings = Settings(
+        path=None,
+        lake=LakeSettings(root=tmp_path / "lake", state_dir=tmp_path / "state"),
+        console=ConsoleSettings(token=Secret("t0ken")),
+    )
+    client = TestClient(create_console(settings, LakeWatch(settings, None)), base_url="http://127.0.0.1:8089")
+    assert client.get("/").status_code == 401
+    assert client.get("/", headers={"Authorization": "Bearer t0ke"}).status_code == 401
+    assert client.get("/", headers={"Authorization": "Bearer t0ken"}).status_code == 200
+    answer = client.get("/runs?token=t0ken&source=web", follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"] == "/runs?source=web"
+    assert client.cookies["eventlake_console"] == "t0ken"
+    assert client.get("/").status_code == 200  # the cookie
+    client.cookies.clear()
+    assert client.get("/?token=wrong", follow_redirects=False).status_code == 401
+
+
+def test_off_loopback_the_console_needs_a_token(tmp_path: Path) -> None:
+    lake = LakeSettings(root=tmp_path / "lake", state_dir=tmp_path / "state")
+    with pytest.raises(UsageError, match="without a token: set console.token"):
+        check_access(Settings(path=None, lake=lake, console=ConsoleSettings(host="0.0.0.0")))
+    check_access(Settings(path=None, lake=lake, console=ConsoleSettings(host="0.0.0.0", token=Secret("t"))))
+    check_access(Settings(path=None, lake=lake, console=ConsoleSettings(host="127.0.0.1")))

@@ -52,12 +52,12 @@ def validate_alerts(alerts: AlertsSettings) -> AlertsSettings:
         raise ConfigError(
             "alerts.smtp_port", f"{alerts.smtp_port} is not a TCP port", "use 1-65535 (587: submission)"
         )
-    if bool(alerts.smtp_user) != bool(alerts.smtp_password.reveal()):
+    if bool(alerts.smtp_user) != alerts.smtp_password.is_set:
         missing = "smtp_password" if alerts.smtp_user else "smtp_user"
         raise ConfigError(
             f"alerts.{missing}", "is missing", "set both alerts.smtp_user and alerts.smtp_password"
         )
-    if alerts.smtp_password.reveal() and not alerts.starttls and not is_loopback(alerts.smtp_host):
+    if alerts.smtp_password.is_set and not alerts.starttls and not is_loopback(alerts.smtp_host):
         raise ConfigError(
             "alerts.starttls",
             f"false: the SMTP password would cross the network to {alerts.smtp_host} in clear",

@@ -47,6 +47,15 @@ class Secret:
     def reveal(self) -> str:
         return self._value
 
+    @property
+    def is_set(self) -> bool:
+        """Whether a value was given (what a check of a secret setting asks, without revealing it).
+
+        >>> Secret("").is_set, Secret("s3cret").is_set
+        (False, True)
+        """
+        return bool(self._value)
+
     def matches(self, given: str) -> bool:
         """Whether ``given`` is the secret, compared in constant time (a client timing the
         answers learns nothing of how much of a guessed write key was right)."""
@@ -195,7 +204,7 @@ class AlertsSettings:
 
     @property
     def enabled(self) -> bool:
-        return bool(self.webhook_url.reveal() or self.email_to)
+        return bool(self.webhook_url.is_set or self.email_to)
 
 
 def sdl_table_prefix(table_prefix: str) -> str:

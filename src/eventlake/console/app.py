@@ -68,7 +68,7 @@ def create_console(settings: Settings, watch: LakeWatch) -> ASGIApp:
         Route("/static/console.css", views.css),
         Route("/metrics", views.metrics),
     ]
-    gated = TokenGate(Starlette(routes=routes), settings.console.token.reveal())
+    gated = TokenGate(Starlette(routes=routes), settings.console.token)
     return SameSiteGate(gated, is_loopback(settings.console.host))
 
 

@@ -5,12 +5,13 @@ can reach the console (DNS rebinding, forms posted from elsewhere)."""
 
 from __future__ import annotations
 
-import hmac
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from eventlake.config import Secret
 
 COOKIE = "eventlake_console"
 
@@ -18,11 +19,11 @@ COOKIE = "eventlake_console"
 class TokenGate:
     """ASGI middleware: every request needs the token (see the module docstring); 401 otherwise."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: Secret) -> None:
         self.app, self.token = app, token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.token:
+        if scope["type"] != "http" or not self.token.is_set:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
@@ -34,7 +35,7 @@ class TokenGate:
             # Secure over https: uvicorn sets the scheme from a trusted proxy's X-Forwarded-Proto
             # (FORWARDED_ALLOW_IPS, 127.0.0.1 by default), so a TLS proxy in front counts too
             secure = scope.get("scheme") in ("https", "wss")
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", secure=secure)
+            response.set_cookie(COOKIE, self.token.reveal(), httponly=True, samesite="strict", secure=secure)
             await response(scope, receive, send)
             return
         bearer = request.headers.get("authorization", "")
@@ -50,7 +51,7 @@ class TokenGate:
         )(scope, receive, send)
 
     def _ok(self, given: str) -> bool:
-        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+        return bool(given) and self.token.matches(given)
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})

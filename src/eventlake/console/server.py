@@ -27,7 +27,7 @@ START_SECONDS = 10.0
 def check_access(settings: Settings) -> None:
     """Off loopback the console needs a token: refuse to start without one."""
     console = settings.console
-    if not is_loopback(console.host) and not console.token.reveal():
+    if not is_loopback(console.host) and not console.token.is_set:
         raise UsageError(
             f"the console would listen on {console.host}, which other machines can reach, without a token: "
             "set console.token (better: the environment variable EVENTLAKE__CONSOLE__TOKEN), or use "
@@ -85,7 +85,7 @@ class Console:
             )
         self._threads[1].start()
         token = " (every page needs the token: open it once with ?token=<console.token>)"
-        self.say(f"eventlake console on {self.url}" + (token if self.settings.console.token.reveal() else ""))
+        self.say(f"eventlake console on {self.url}" + (token if self.settings.console.token.is_set else ""))
 
     def _refresh(self) -> None:
         while not self._stop.is_set():
