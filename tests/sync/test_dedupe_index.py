@@ -18,7 +18,7 @@ import pytest
 from eventlake.storage import FileInfo, LocalStorage, Storage
 from eventlake.storage.location import ObjectPath
 from eventlake.sync import index_merge
-from eventlake.sync.dedupe_index import index_files, index_listing, run_started, seen
+from eventlake.sync.dedupe_index import folder_started, index_files, index_listing, seen
 from eventlake.sync.index_keys import keys, open_keys, records_of, write_keys
 from eventlake.sync.index_merge import merge_index
 from tests.catalog.servers import AWS_ENV, Moto
@@ -68,9 +68,9 @@ def looked_up(index: Path, ids: list[str], since: datetime, until: datetime | No
 
 
 def test_a_run_folder_names_when_its_run_started() -> None:
-    assert run_started("run_id=20261122T104700123Z-1a2b") == datetime(2026, 11, 22, 10, 47, 0, 123000, UTC)
-    assert run_started("run_id=compact-20261122T104700123Z-1a2b") is None
-    assert run_started("notes") is None
+    assert folder_started("run_id=20261122T104700123Z-1a2b") == datetime(2026, 11, 22, 10, 47, 0, 123000, UTC)
+    assert folder_started("run_id=compact-20261122T104700123Z-1a2b") is None
+    assert folder_started("notes") is None
 
 
 def test_a_run_reads_only_the_folders_of_runs_that_started_within_its_window(tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ a run's page), a few days kept.
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 import time
 import urllib.request
@@ -45,6 +44,7 @@ from eventlake.storage.local import write_atomic
 from eventlake.sync.damaged import DamagedFile, read_damaged
 from eventlake.sync.health import read_health
 from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
+from eventlake.sync.stage import run_started
 from eventlake.sync.status import Status
 from eventlake.timestamps import now_utc, parse_timestamp
 
@@ -53,7 +53,6 @@ RATE_WINDOW_SECONDS = 60.0
 RECENT_DAYS = 2  # today and yesterday (UTC): their runs are held; an older day is a DaySummary
 OLD_DAYS_HELD = 8  # older days whose runs a page asked for, kept (the least recently asked go)
 SUMMARY_VERSION = 1
-_RUN_DAY = re.compile(r"(\d{4})(\d{2})(\d{2})T\d{6}")  # a run id's start (see sync.stage.new_run_id)
 
 
 @dataclass(frozen=True)
@@ -512,10 +511,10 @@ class LakeWatch:
             found = next((r for r in self._sorted if r.run_id == run_id), None)
         if found is not None:
             return found
-        started = _RUN_DAY.search(run_id)
+        started = run_started(run_id)
         days = [day for day, _ in self._older_days()]
         if started is not None:  # a run's report is in the day it started
-            day = "-".join(started.groups())
+            day = f"{started:%Y-%m-%d}"
             days = [day] if day in days else []
         return next((r for day in days for r in self._old_day_runs(day) if r.run_id == run_id), None)
 

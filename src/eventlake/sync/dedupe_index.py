@@ -13,7 +13,6 @@ read whole until the next merge converts them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -26,26 +25,25 @@ import pyarrow.parquet as pq
 from eventlake.storage import FileInfo, Location, Storage
 from eventlake.sync.cutoffs import index_floor
 from eventlake.sync.index_keys import SUFFIX, drop_filter_copies, keys, lookup, open_keys
+from eventlake.sync.stage import run_started
 from eventlake.timestamps import as_utc
 
 # the rows of the index's files in lakes written before key files: a message id a run brought
 # into the lake, and when it was received
 INDEX_ARROW = pa.schema([("message_id", pa.string()), ("received_at", pa.timestamp("us", tz="UTC"))])
 LEGACY_SUFFIX = ".parquet"
-_RUN_STARTED = re.compile(r"run_id=(\d{8}T\d{6})(\d{3})Z")  # see stage.new_run_id
 
 
-def run_started(folder_name: str) -> datetime | None:
+def folder_started(folder_name: str) -> datetime | None:
     """When the run that names an index folder started (UTC); None for another name.
 
-    >>> run_started("run_id=20261122T104700123Z-1a2b")
+    >>> folder_started("run_id=20261122T104700123Z-1a2b")
     datetime.datetime(2026, 11, 22, 10, 47, 0, 123000, tzinfo=datetime.timezone.utc)
     """
-    found = _RUN_STARTED.match(folder_name)
-    if found is None:
+    run_id = folder_name.removeprefix("run_id=")
+    if run_id == folder_name:
         return None
-    started = datetime.strptime(found.group(1), "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
-    return started + timedelta(milliseconds=int(found.group(2)))
+    return run_started(run_id, prefix="")  # a merge's folder (compact-...) holds older runs' ids
 
 
 def index_files(storage: Storage, index: Location, since: datetime) -> list[FileInfo]:
@@ -55,7 +53,7 @@ def index_files(storage: Storage, index: Location, since: datetime) -> list[File
     return [
         info
         for info in index_listing(storage, index)
-        if (started := run_started(info.path.parent.name)) is None or started >= floor
+        if (started := folder_started(info.path.parent.name)) is None or started >= floor
     ]
 
 
@@ -77,7 +75,7 @@ def runs_by_day(files: Sequence[FileInfo]) -> dict[str, list[tuple[datetime, Fil
     folder is not a run's are left out)."""
     days: dict[str, list[tuple[datetime, FileInfo]]] = {}
     for info in files:
-        started = run_started(info.path.parent.name)
+        started = folder_started(info.path.parent.name)
         if started is not None:
             days.setdefault(f"{started:%Y-%m-%d}", []).append((started, info))
     return {day: sorted(runs, key=lambda run: (run[0], str(run[1].path))) for day, runs in days.items()}

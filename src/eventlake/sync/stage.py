@@ -6,9 +6,10 @@ a destination from a path.
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 
@@ -38,13 +39,35 @@ REPLACE = FileKind.REPLACE
 KINDS = tuple(FileKind)
 # not a staged file's kind: a compaction's new content of a partition folder (RunStage.rewrite_folder)
 REWRITE = "rewrite"
+_RUN_ID = re.compile(r"(.*?)(\d{8}T\d{6})(\d{3})Z")  # a prefix, then new_run_id's stamp
 
 
 def new_run_id(start: datetime, prefix: str = "", token_bytes: int = 2) -> str:
     """Sortable and unique: ``20261122T104700123Z-1a2b`` (``token_bytes`` random bytes at the end;
-    a rewrite's id has 8: :class:`eventlake.sync.rewrite.RewriteRun`)."""
+    a rewrite's id has 8: :class:`eventlake.sync.rewrite.RewriteRun`). :func:`run_started` reads
+    the start back."""
     stamp = start.strftime("%Y%m%dT%H%M%S") + f"{start.microsecond // 1000:03d}Z"
     return f"{prefix}{stamp}-{secrets.token_hex(token_bytes)}"
+
+
+def run_started(run_id: str, prefix: str | None = None) -> datetime | None:
+    """When the run that :func:`new_run_id` named ``run_id`` started (UTC); None for another name,
+    or with ``prefix``, for an id minted with another prefix (``""``: none).
+
+    >>> run_started("20261122T104700123Z-1a2b")
+    datetime.datetime(2026, 11, 22, 10, 47, 0, 123000, tzinfo=datetime.timezone.utc)
+    >>> compacted = "compact-20261122T104700123Z-1a2b"
+    >>> run_started(compacted).day, run_started(compacted, prefix=""), run_started("notes")
+    (22, None, None)
+    """
+    found = _RUN_ID.match(run_id)
+    if found is None or (prefix is not None and found.group(1) != prefix):
+        return None
+    try:
+        started = datetime.strptime(found.group(2), "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
+    except ValueError:  # digits that are no date
+        return None
+    return started + timedelta(milliseconds=int(found.group(3)))
 
 
 @dataclass(frozen=True)
