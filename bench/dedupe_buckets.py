@@ -9,7 +9,7 @@ a key range at a time. Then, in one process:
 - **lookup**: `eventlake.sync.dedupe_index.seen` of ``--batch`` ids (``--dups`` of them in the
   index), ``--runs`` times, against the first 1, 2, 4, ... ``--days`` days (how it grows with the
   index), the first run of each size separately (its buckets not yet in the page cache); then the
-  same lookups with the key files' filters ignored (``lookup(filtered=False)``: every id's bucket
+  same lookups with the key files' filters ignored (``lookup_buckets``: every id's bucket
   read, as before the filters), the ratio filtered / unfiltered;
 - **merge**: a further day as 24 hourly files merged into one by
   `eventlake.sync.index_merge.merge_index` in a child process: wall time and the child's peak RSS;
@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 
 from eventlake.storage import LocalStorage
 from eventlake.sync.dedupe_index import index_files, seen
-from eventlake.sync.index_keys import RECORD, KeyWriter, keys, lookup, open_keys
+from eventlake.sync.index_keys import RECORD, KeyWriter, keys, lookup_buckets, open_keys
 
 PARTS_BITS = 6  # fabricate a day 64 key ranges at a time
 MERGE = """
@@ -86,7 +86,7 @@ def unfiltered_seen(storage: LocalStorage, files: list, batch: pa.Array, since: 
     floor = int(since.timestamp() * 1e6)
     found = np.zeros(len(wanted), bool)
     for info in files:
-        found |= lookup(storage, open_keys(storage, info), wanted, floor, None, filtered=False)
+        found |= lookup_buckets(storage, open_keys(storage, info), wanted, floor, None)
     return int(found.sum())
 
 

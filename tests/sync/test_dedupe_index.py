@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -19,7 +20,7 @@ from eventlake.storage import FileInfo, LocalStorage, Storage
 from eventlake.storage.location import ObjectPath
 from eventlake.sync import index_merge
 from eventlake.sync.dedupe_index import folder_started, index_files, index_listing, seen
-from eventlake.sync.index_keys import keys, open_keys, records_of, write_keys
+from eventlake.sync.index_keys import keys, lookup, lookup_buckets, open_keys, records_of, write_keys
 from eventlake.sync.index_merge import merge_index
 from tests.catalog.servers import AWS_ENV, Moto
 
@@ -446,3 +447,22 @@ def test_a_days_merge_on_s3_is_sent_in_parts_never_one_put(s3_index, monkeypatch
     files = index_files(storage, index, day - timedelta(days=1))
     asked = pa.array(["m2-5", "m0-159999", "x"])
     assert sorted(seen(storage, files, asked, day - timedelta(days=1)).to_pylist()) == ["m0-159999", "m2-5"]
+
+
+def test_a_key_file_answers_alike_through_its_filter_and_without_it(tmp_path: Path) -> None:
+    """``lookup`` asks the filter first, ``lookup_buckets`` reads every key's bucket: one answer."""
+    start = datetime(2026, 11, 22, 10, tzinfo=UTC)
+    held = {f"id-{n}": start + timedelta(seconds=n) for n in range(2000)}
+    write_keys_file(tmp_path, "a.keys", held)
+    storage = LocalStorage()
+    file = open_keys(storage, FileInfo(tmp_path / "a.keys", (tmp_path / "a.keys").stat().st_size))
+    assert file.blocks  # a filter to ask
+    asked = [*held, *(f"other-{n}" for n in range(2000))]
+    wanted = np.sort(keys(asked), order=("hi", "lo"))
+    micros = int((start + timedelta(seconds=1000)).timestamp() * 1e6)
+    for since, until in ((0, None), (micros, None), (0, micros)):
+        through = lookup(storage, file, wanted, since, until)
+        assert (through == lookup_buckets(storage, file, wanted, since, until)).all()
+        expected = 2000 if (since, until) == (0, None) else 1000
+        assert through.sum() == expected
+    assert not lookup(storage, file, wanted[:0], 0, None).any()

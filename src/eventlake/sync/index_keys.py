@@ -259,18 +259,27 @@ def open_keys(storage: Storage, info: FileInfo) -> KeyFile:
 
 def lookup(
     storage: Storage, file: KeyFile, wanted: np.ndarray, since: int, until: int | None,
-    filtered: bool = True, filters: Path | None = None,
+    *, filters: Path | None = None,
 ) -> np.ndarray:  # fmt: skip
     """Which of ``wanted`` (records sorted by key) the file holds with a time at or after
-    ``since`` and before ``until`` (µs), as a boolean mask: the buckets of the keys its filter
-    passes are read (of every key with ``filtered`` false), at most :data:`SPAN_BYTES` at a time.
-    ``filters``: where the filters' local copies are kept on an object store (:meth:`KeyFile.may_hold`)."""
+    ``since`` and before ``until`` (µs), as a boolean mask: its filter is asked first
+    (:meth:`KeyFile.may_hold`; ``filters``: where the filters' local copies are kept on an object
+    store), then the buckets of the keys it passes are read (:func:`lookup_buckets`)."""
+    if not file.blocks or not _may_match(file, wanted, since, until):  # no filter: every key's bucket
+        return lookup_buckets(storage, file, wanted, since, until)
     found = np.zeros(len(wanted), bool)
-    if not len(wanted) or not file.count or file.most < since or (until is not None and file.least >= until):
-        return found
-    if filtered and file.blocks:
-        passed = file.may_hold(storage, wanted, filters)
-        found[passed] = lookup(storage, file, wanted[passed], since, until, filtered=False)
+    passed = file.may_hold(storage, wanted, filters)
+    found[passed] = lookup_buckets(storage, file, wanted[passed], since, until)
+    return found
+
+
+def lookup_buckets(
+    storage: Storage, file: KeyFile, wanted: np.ndarray, since: int, until: int | None
+) -> np.ndarray:
+    """:func:`lookup` without the filter: the buckets of every key of ``wanted`` are read, at most
+    :data:`SPAN_BYTES` at a time."""
+    found = np.zeros(len(wanted), bool)
+    if not _may_match(file, wanted, since, until):
         return found
     numbers = np.unique(buckets(wanted["hi"], file.bits))
     bounds = file.entries(storage, np.unique(np.concatenate((numbers, numbers + 1))))
@@ -282,6 +291,16 @@ def lookup(
         end = np.searchsorted(wanted["hi"], records["hi"][-1], "right")
         found[first:end] |= _matches(records, wanted[first:end], since, until)
     return found
+
+
+def _may_match(file: KeyFile, wanted: np.ndarray, since: int, until: int | None) -> bool:
+    """Whether the file may hold any of ``wanted`` in the time range (its keys' times span it)."""
+    return (
+        bool(len(wanted))
+        and bool(file.count)
+        and file.most >= since
+        and (until is None or file.least < until)
+    )
 
 
 def records_in(storage: Storage, file: KeyFile, part: int, parts_bits: int) -> np.ndarray:
