@@ -11,9 +11,13 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
+from eventlake.sync.status import Status
+
 NAV = (("/", "Overview"), ("/runs", "Sync history"), ("/schemas", "Schemas"), ("/quarantine", "Quarantine"),
        ("/query", "Query"))  # fmt: skip
 COLORS = ("#2f6fdf", "#d9822b", "#3a9d5d", "#b8405e", "#7a5cc7", "#5b8c9a")
+# the style (console.css) of a run's status; the others have none in a badge, "ok" in a chart
+STATUS_STYLES: dict[str, str] = {Status.SUCCESS: "ok", Status.PARTIAL: "warn", Status.FAILED: "bad"}
 
 
 def e(value: Any) -> str:
@@ -77,7 +81,14 @@ def select_options(values: Iterable[str], chosen: str) -> str:
 
 
 def status_badge(status: str) -> str:
-    kind = {"Success": "ok", "Partial Success": "warn", "Failed": "bad"}.get(status, "")
+    """A run's status as a badge styled by :data:`STATUS_STYLES`.
+
+    >>> status_badge(Status.FAILED)
+    '<span class="badge bad">Failed</span>'
+    >>> status_badge("Partial Success"), status_badge(Status.NOTHING)
+    ('<span class="badge warn">Partial Success</span>', '<span class="badge ">Nothing to do</span>')
+    """
+    kind = STATUS_STYLES.get(status, "")
     return f'<span class="badge {kind}">{e(status)}</span>'
 
 
@@ -140,7 +151,7 @@ def bar_chart(title: str, bars: list[tuple[str, float, str]], unit: str) -> str:
              f"{e(unit)}</text>"]  # fmt: skip
     for index, (label, value, status) in enumerate(bars):
         h = (value / top) * (height - 2 * pad)
-        kind = {"Failed": "bad", "Partial Success": "warn"}.get(status, "ok")
+        kind = STATUS_STYLES.get(status, "ok")
         parts.append(
             f'<rect class="bar {kind}" x="{pad + index * slot + 1:.1f}" y="{height - pad - h:.1f}" '
             f'width="{max(1.0, slot - 2):.1f}" height="{h:.1f}"><title>{e(label)}: {value:.1f} {e(unit)} '
