@@ -25,7 +25,7 @@ from eventlake.query.engine import run_query
 from eventlake.sync.report import SyncResult, read_report_rows, report_files, report_path, write_report_rows
 from tests.clients.tools import chromium
 from tests.collect.harness import EVENTLAKE, WRITE_KEY, clean_environment, free_port, make_project
-from tests.scheduler.test_up import _healthy, wait_for
+from tests.scheduler.harness import start_up, wait_for
 
 pytestmark = pytest.mark.integration
 SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots" / "console"
@@ -68,14 +68,10 @@ def test_the_console_shows_the_lake_as_it_is(tmp_path: Path, browser: Any) -> No
     env = clean_environment(seal_max_age_seconds=0.5)
     env |= {"EVENTLAKE__SYNC__INTERVAL_SECONDS": "2", "EVENTLAKE__QUERY__THRIFT_PORT": str(free_port())}
     log_path = tmp_path / "up.log"
-    command = [str(EVENTLAKE), "--config", str(project.config), "up", "--port", str(port),
-               "--console-port", str(console_port)]  # fmt: skip
-    with open(log_path, "wb") as log:
-        up = subprocess.Popen(command, env=env, stderr=log)
+    up = start_up(project, port, env, log_path, "--console-port", str(console_port))
     base = f"http://127.0.0.1:{console_port}"
     settings = load_settings(project.config, environ={})
     try:
-        wait_for(lambda: _healthy(port), "collector not healthy", up, log_path)
         assert f"eventlake console on {base}/" in log_path.read_text()
         # first run: three orders (amount a number: a bigint column), a page view
         home = {"type": "page", "name": "Home", "anonymousId": "a1", "messageId": "page-1"}

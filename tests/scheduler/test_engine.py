@@ -23,7 +23,7 @@ from eventlake.storage import LocalStorage
 from eventlake.timestamps import day_start_ms, parse_timestamp
 from tests.collect.harness import EVENTLAKE, clean_environment, free_port, make_project
 from tests.conftest import Lake
-from tests.scheduler.test_up import _healthy, finish, wait_for
+from tests.scheduler.harness import finish, start_up, wait_for
 from tests.sync.test_sync import track
 
 pytestmark = pytest.mark.integration
@@ -63,12 +63,8 @@ def test_the_engine_syncs_micro_batches_compacts_them_and_serves_sql(tmp_path: P
     archive(project, "first", ["e1", "e2"], CLOSED_HOUR)
     archive(project, "ancient", ["e0"], CLOSED_HOUR - timedelta(days=60))  # past retention
     log_path = tmp_path / "up.log"
-    with open(log_path, "wb") as log:
-        up = subprocess.Popen(
-            [str(EVENTLAKE), "--config", str(project.config), "up", "--port", str(port)], env=env, stderr=log
-        )
+    up = start_up(project, port, env, log_path)
     try:
-        wait_for(lambda: _healthy(port), "collector not healthy", up, log_path)
         synced = "web: Success, 3 rows"
         wait_for(lambda: synced in log_path.read_text(), "the first micro-batch not synced", up, log_path)
         retained = "web: retention Success, 1 archive days and 1 table partitions deleted"

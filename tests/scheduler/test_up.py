@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -16,9 +15,9 @@ import pytest
 from eventlake import layout
 from eventlake.jvm.metastore.derby import running_service
 from tests.collect.harness import EVENTLAKE, clean_environment, free_port, make_project
+from tests.scheduler.harness import finish, start_up, wait_for
 
 pytestmark = pytest.mark.integration
-WAITING = "waiting for another eventlake process"
 
 
 def eventlake(config: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -31,21 +30,6 @@ def eventlake(config: Path, *args: str, env: dict[str, str]) -> subprocess.Popen
     )
 
 
-def finish(process: subprocess.Popen[str]) -> tuple[str, str]:
-    out, err = process.communicate(timeout=600)
-    assert process.returncode == 0, err
-    assert WAITING not in err and "XSDB6" not in err, err
-    return out, err
-
-
-def wait_for(check, what: str, up: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert up.poll() is None, f"up exited: {log.read_text()}"
-        assert time.monotonic() < deadline, f"{what} after {timeout} s: {log.read_text()}"
-        time.sleep(0.2)
-
-
 def test_sql_reports_and_a_second_sync_work_while_up_runs(tmp_path: Path) -> None:
     project = make_project(tmp_path / "mylake")
     state = project.spool.parent
@@ -53,12 +37,8 @@ def test_sql_reports_and_a_second_sync_work_while_up_runs(tmp_path: Path) -> Non
     env = clean_environment(seal_max_age_seconds=0.5)
     env["EVENTLAKE__SYNC__INTERVAL_SECONDS"] = "3600"  # one scheduled sync, at start
     log_path = tmp_path / "up.log"
-    with open(log_path, "wb") as log:
-        up = subprocess.Popen(
-            [str(EVENTLAKE), "--config", str(project.config), "up", "--port", str(port)], env=env, stderr=log
-        )
+    up = start_up(project, port, env, log_path)
     try:
-        wait_for(lambda: _healthy(port), "collector not healthy", up, log_path)
         response = httpx.post(
             f"http://127.0.0.1:{port}/v1/track",
             auth=(project.write_key, ""),
@@ -94,10 +74,3 @@ def test_sql_reports_and_a_second_sync_work_while_up_runs(tmp_path: Path) -> Non
     assert code == 0, log_path.read_text()
     assert not layout.metastore_service_file(state).exists()
     assert running_service(state) is None
-
-
-def _healthy(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
