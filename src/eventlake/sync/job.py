@@ -29,7 +29,7 @@ from eventlake.archive import ArchiveFile, SuppressionList
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say, prefixed
-from eventlake.storage import Storage, to_location
+from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.lease import LeaseLostError
 from eventlake.sync.damaged import DamagedFile
 from eventlake.sync.dedupe import dedupe
@@ -74,6 +74,16 @@ class ParsedRun:
     observed: Observed
     rows: Any
     damaged: dict[str, str] = field(default_factory=dict)  # a damaged file's location -> its problem
+
+    @property
+    def messages(self) -> int:
+        """Every message the run read (valid, invalid and of suppressed users)."""
+        return self.valid + self.invalid + self.suppressed
+
+    @property
+    def duplicates(self) -> int:
+        """The valid messages the dedupe dropped."""
+        return self.valid - self.observed.messages
 
 
 class Stager(Protocol):
@@ -131,14 +141,7 @@ class SourceSync:
         """The run, once :func:`~eventlake.sync.runner.run_source` holds the source and completed
         the interrupted runs (their reports say what a rerun published)."""
         completed = [manifest.report for manifest in self.hold.completed]
-        try:  # like the ledger's checkpoint: the run goes on without it, and the next one tries again
-            checkpoint_reports(
-                self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, self.hold
-            )
-        except LeaseLostError:
-            raise
-        except Exception as exc:  # a merge killed or failed at any step is finished by a later one
-            self.say(f"reports checkpoint failed, retried next sync: {type(exc).__name__}: {exc}")
+        self._checkpoint_reports()
         files = self.selection.files(self)
         start = now_utc()
         run_id = new_run_id(start)
@@ -156,82 +159,95 @@ class SourceSync:
         try:
             manifest, result = self._stage(files, stage, start)
         except Exception as exc:  # nothing was published: report the failure and re-raise
-            self.failed = self._report_failure(exc, files, stage, start)
+            failed = SyncResult.failure(
+                self.source.slug, self.source.id, exc, run_id=stage.run_id, start=start,
+                input_files=len(files), bytes_in=sum(f.size for f in files),
+            )  # fmt: skip
+            report_failure(failed, stage, self.storage, self.lake, self.catalog, self.say)
+            self.failed = failed
             raise
         finally:
             self.stager.release()
         publish(manifest, self.hold, self.state, self.storage, self.lake, self.catalog)
         return result
 
-    def _report_failure(
-        self, exc: Exception, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
-    ) -> SyncResult:
-        """Report the failed run as far as the store and the catalog let it: either may be what
-        failed, and their error must not replace the run's (the caller re-raises that one)."""
-        failed = SyncResult.failure(
-            self.source.slug, self.source.id, exc, run_id=stage.run_id, start=start,
-            input_files=len(files), bytes_in=sum(f.size for f in files),
-        )  # fmt: skip
-        rows = report_rows(failed, self.lake)
+    def _checkpoint_reports(self) -> None:
+        """Merge the reports of ended days (:func:`.report_days.checkpoint_reports`). Like the
+        ledger's checkpoint: the run goes on without it, and the next one tries again."""
         try:
-            write_report_rows(self.storage, report_path(failed, self.lake), rows)
-            note_report_day(self.storage, self.lake, rows[0]["day"])
-        except Exception as lost:
-            self.say(f"the failure could not be reported: {type(lost).__name__}: {lost}")
-            return failed  # (the next run deletes the stage)
-        with contextlib.suppress(Exception):  # the next run deletes it otherwise
-            self.storage.delete_tree(stage.root)
-        with contextlib.suppress(Exception):  # the catalog may be what failed
-            self.catalog.ensure_table(reports_table(self.lake))
-            self.catalog.add_partitions(reports_table(self.lake), [report_partition(failed)])
-        return failed
+            checkpoint_reports(
+                self.storage, self.lake, self.catalog, self.state, self.source.id, self.say, self.hold
+            )
+        except LeaseLostError:
+            raise
+        except Exception as exc:  # a merge killed or failed at any step is finished by a later one
+            self.say(f"reports checkpoint failed, retried next sync: {type(exc).__name__}: {exc}")
 
     # -- the parse and write passes (the stager's): everything goes to the run's stage --------
 
     def _stage(
         self, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
     ) -> tuple[Manifest, SyncResult]:
+        """Parse, plan and write to the run's stage: the run's manifest and result."""
         suppressed = SuppressionList(self.storage, self.lake, self.source.id).user_ids()
         parsed = self.stager.parse(self, files, stage, suppressed)
-        valid, invalid, blocked_users, observed = (
-            parsed.valid,
-            parsed.invalid,
-            parsed.suppressed,
-            parsed.observed,
-        )
-        damaged = _damaged(files, parsed.damaged)
-        if damaged:
-            self.selection.on_damaged(self, damaged)  # a replay refuses
-            for found in damaged:
-                self.say(found.describe())
-        dropped = valid - observed.messages
+        damaged = self._damaged(files, parsed)
         self.say(
-            f"{valid + invalid + blocked_users} messages, {dropped} duplicates dropped, {invalid} invalid"
-            + (f", {blocked_users} of suppressed users dropped" if blocked_users else "")
+            f"{parsed.messages} messages, {parsed.duplicates} duplicates dropped, {parsed.invalid} invalid"
+            + (f", {parsed.suppressed} of suppressed users dropped" if parsed.suppressed else "")
         )
         quarantine = self.source.table_prefix + QUARANTINE_TABLE
         plan = plan_tables(
-            observed, self.catalog, self.database, self.names,
+            parsed.observed, self.catalog, self.database, self.names,
             self.settings.sync.max_tables_per_database, quarantine, self.say,
         )  # fmt: skip
-        window = self.selection.window()
         staged = self.stager.write_tables(self, parsed, plan, stage)
-        _check_written(staged, observed.counts, [*plan.schemas, *plan.blocked])
-        if invalid:
+        _check_written(staged, parsed.observed.counts, [*plan.schemas, *plan.blocked])
+        if parsed.invalid:
             staged += self.stager.write_invalid(self, parsed, stage)
-        blocked_messages = sum(observed.counts.get(segment_type, 0) for segment_type in plan.blocked)
         tables = [self._table(table, stage, staged) for table in plan.tables.values()]
-        result = SyncResult(
+        result = self._result(files, stage, start, parsed, plan, staged, [t for t, _ in tables], damaged)
+        return self._manifest(result, stage, files, staged, [entry for _, entry in tables]), result
+
+    def _damaged(self, files: Sequence[ArchiveFile], parsed: ParsedRun) -> tuple[DamagedFile, ...]:
+        """The run's archive files its workers found damaged, said (a replay refuses them)."""
+        damaged = _damaged(files, parsed.damaged)
+        if damaged:
+            self.selection.on_damaged(self, damaged)
+            for found in damaged:
+                self.say(found.describe())
+        return damaged
+
+    def _table(
+        self, table: TablePlan, stage: RunStage, staged: list[StagedFile]
+    ) -> tuple[TableResult, TableEntry]:
+        """A planned table's result and manifest entry, said."""
+        location = layout.table_dir(self.lake, self.source.dir_name, self.names.folder(table.segment_type))
+        spec = TableSpec(self.database, table.name, table.evolution.columns, stage.keys, str(location))
+        result, entry = table_outcome(table, stage, staged, spec)
+        new = result.new_columns
+        self.say(
+            f"{table.name}: {result.rows} rows"
+            + (f", new columns {', '.join(c for c, _ in new)}" if new and not table.is_new else "")
+        )
+        return result, entry
+
+    def _result(
+        self, files: Sequence[ArchiveFile], stage: RunStage, start: datetime, parsed: ParsedRun, plan: Plan,
+        staged: list[StagedFile], tables: list[TableResult], damaged: tuple[DamagedFile, ...],
+    ) -> SyncResult:  # fmt: skip
+        window = self.selection.window()
+        blocked_messages = sum(parsed.observed.counts.get(segment_type, 0) for segment_type in plan.blocked)
+        return SyncResult(
             self.source.slug, self.source.id, stage.run_id, Status.PARTIAL if damaged else Status.SUCCESS,
             start, now_utc(),
-            tables=tuple(t for t, _ in tables), input_files=len(files), bytes_in=sum(f.size for f in files),
-            input_messages=valid + invalid + blocked_users, duplicates_dropped=dropped,
-            rejected_messages=invalid + blocked_messages, suppressed=blocked_users,
+            tables=tuple(tables), input_files=len(files), bytes_in=sum(f.size for f in files),
+            input_messages=parsed.messages, duplicates_dropped=parsed.duplicates,
+            rejected_messages=parsed.invalid + blocked_messages, suppressed=parsed.suppressed,
             rejected_values=sum(f.rows for f in staged if f.kind == VALUES), notices=plan.notices,
             blocked=tuple(BlockedTable(self.database, t, plan.notices[0]) for t in plan.blocked.values()),
             replay_from=window and window[0], replay_to=window and window[1], damaged=damaged,
         )  # fmt: skip
-        return self._manifest(result, stage, files, staged, [entry for _, entry in tables]), result
 
     def _manifest(
         self, result: SyncResult, stage: RunStage, files: Sequence[ArchiveFile], staged: list[StagedFile],
@@ -246,7 +262,7 @@ class SourceSync:
             run_id=stage.run_id,
             source_id=self.source.id,
             files=tuple(f.key for f in commit.files),
-            moves=tuple(self._moves(stage, list(commit.moves))),
+            moves=tuple(final_moves(self.storage, stage, list(commit.moves))),
             rewrites=commit.rewrites,
             tables=tuple(entries),
             report_path=str(report_path(result, self.lake)),
@@ -256,52 +272,67 @@ class SourceSync:
             cleared=commit.cleared,
         )
 
-    def _moves(self, stage: RunStage, staged: list[StagedFile]) -> list[tuple[str, str]]:
-        """``(staged, final)`` pairs: on an object store a table file goes to its partition's
-        current folder (a version folder once the partition was rewritten: see
-        :mod:`eventlake.layout`), one listing per partition written, or per parent folder of the
-        partitions written (a day's hours) when there are two partition keys or more."""
-        pairs = stage.moves(staged)
-        if self.storage.local_path(stage.lake) is not None:
-            return pairs
-        written = [
-            to_location(final).parent
-            for file, (_, final) in zip(staged, pairs, strict=True)
-            if file.kind == TABLE
-        ]
-        current = partitions.current_folders(self.storage, written, by_parent=len(stage.keys) > 1)
-        moves = []
-        for file, (source, final) in zip(staged, pairs, strict=True):
-            if file.kind == TABLE:
-                path = to_location(final)
-                final = str(current[path.parent] / path.name)
-            moves.append((source, final))
-        return moves
 
-    def _table(
-        self, table: TablePlan, stage: RunStage, staged: list[StagedFile]
-    ) -> tuple[TableResult, TableEntry]:
-        """A planned table's result and manifest entry, from the files the workers staged for it."""
-        counts: dict[tuple[str, ...], int] = {}
-        for f in staged:
-            if f.kind == TABLE and f.segment_type == table.segment_type:
-                counts[f.partition] = counts.get(f.partition, 0) + f.rows
-        parts = sorted(counts)
-        rows = sum(counts.values())
-        new = table.evolution.new_columns
-        self.say(
-            f"{table.name}: {rows} rows"
-            + (f", new columns {', '.join(c for c, _ in new)}" if new and not table.is_new else "")
-        )
-        keys = stage.keys
-        location = layout.table_dir(self.lake, self.source.dir_name, self.names.folder(table.segment_type))
-        spec = TableSpec(self.database, table.name, table.evolution.columns, keys, str(location))
-        result = TableResult(
-            self.database, table.name, rows, table.is_new, new,
-            tuple(dict(zip(keys, p, strict=True)) for p in parts), table.collisions,
-        )  # fmt: skip
-        change = CREATE if table.is_new else ADD_COLUMNS if new else NONE
-        return result, TableEntry(spec, tuple(parts), change)
+def report_failure(
+    failed: SyncResult, stage: RunStage, storage: Storage, lake: Location, catalog: Catalog, say: Say
+) -> None:
+    """Report a failed run as far as the store and the catalog let it, and delete its stage:
+    either may be what failed, and their error must not replace the run's (the caller re-raises
+    that one)."""
+    rows = report_rows(failed, lake)
+    try:
+        write_report_rows(storage, report_path(failed, lake), rows)
+        note_report_day(storage, lake, rows[0]["day"])
+    except Exception as lost:
+        say(f"the failure could not be reported: {type(lost).__name__}: {lost}")
+        return  # (the next run deletes the stage)
+    with contextlib.suppress(Exception):  # the next run deletes it otherwise
+        storage.delete_tree(stage.root)
+    with contextlib.suppress(Exception):  # the catalog may be what failed
+        catalog.ensure_table(reports_table(lake))
+        catalog.add_partitions(reports_table(lake), [report_partition(failed)])
+
+
+def final_moves(storage: Storage, stage: RunStage, staged: list[StagedFile]) -> list[tuple[str, str]]:
+    """``(staged, final)`` pairs: on an object store a table file goes to its partition's
+    current folder (a version folder once the partition was rewritten: see
+    :mod:`eventlake.layout`), one listing per partition written, or per parent folder of the
+    partitions written (a day's hours) when there are two partition keys or more."""
+    pairs = stage.moves(staged)
+    if storage.local_path(stage.lake) is not None:
+        return pairs
+    written = [
+        to_location(final).parent
+        for file, (_, final) in zip(staged, pairs, strict=True)
+        if file.kind == TABLE
+    ]
+    current = partitions.current_folders(storage, written, by_parent=len(stage.keys) > 1)
+    moves = []
+    for file, (source, final) in zip(staged, pairs, strict=True):
+        if file.kind == TABLE:
+            path = to_location(final)
+            final = str(current[path.parent] / path.name)
+        moves.append((source, final))
+    return moves
+
+
+def table_outcome(
+    table: TablePlan, stage: RunStage, staged: list[StagedFile], spec: TableSpec
+) -> tuple[TableResult, TableEntry]:
+    """A planned table's result and manifest entry (``spec``: the table as the catalog has it),
+    from the files the workers staged for it."""
+    counts: dict[tuple[str, ...], int] = {}
+    for f in staged:
+        if f.kind == TABLE and f.segment_type == table.segment_type:
+            counts[f.partition] = counts.get(f.partition, 0) + f.rows
+    parts = sorted(counts)
+    new = table.evolution.new_columns
+    result = TableResult(
+        spec.database, table.name, sum(counts.values()), table.is_new, new,
+        tuple(dict(zip(stage.keys, p, strict=True)) for p in parts), table.collisions,
+    )  # fmt: skip
+    change = CREATE if table.is_new else ADD_COLUMNS if new else NONE
+    return result, TableEntry(spec, tuple(parts), change)
 
 
 class SparkStager:
