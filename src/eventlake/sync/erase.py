@@ -36,6 +36,7 @@ import hashlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -89,6 +90,21 @@ class ErasureResult:
     rows_deleted: int = 0
     quarantine_rows_deleted: int = 0
     error: str = ""
+
+    def count_rewritten(self, deleted: int, quarantine: bool) -> None:
+        """One table file rewritten without ``deleted`` rows (of the quarantine or not)."""
+        self.table_files_rewritten += 1
+        if quarantine:
+            self.quarantine_rows_deleted += deleted
+        else:
+            self.rows_deleted += deleted
+
+    def summary(self) -> str:
+        return (
+            f"{self.archive_messages_deleted} archived messages ({self.archive_files_rewritten} files), "
+            f"{self.rows_deleted} table rows and {self.quarantine_rows_deleted} quarantined rows "
+            f"({self.table_files_rewritten} files) deleted"
+        )
 
 
 @dataclass(frozen=True)
@@ -304,6 +320,9 @@ def _erase_source(
 
 
 class SourceErasure:
+    """The deletion of one user from one held source: :meth:`run`'s steps are the identity
+    (:meth:`identity`), each table (:meth:`table`), the archive (:meth:`archive`), the audit."""
+
     def __init__(
         self, settings: Settings, source: SourceSettings, storage: Storage, say: Say, hold: Hold,
     ) -> None:  # fmt: skip
@@ -318,17 +337,8 @@ class SourceErasure:
         """The deletion, once the source is held and its interrupted runs completed; ``scan``: the
         archive as read before the lock (:func:`scan_archive`)."""
         started = now_utc()
-        # what makes a row the user's, kept until the end: a rerun after a kill finds the rows whose
-        # linking messages an earlier run already deleted from the archive
         pending = layout.deletion_pending_file(self.lake, self.source.id, _key(result.user_id))
-        earlier = pending_identity(self.storage, pending)
-        if earlier is not None and not earlier.anonymous_ids <= scan.identity.anonymous_ids:
-            # another deletion of the user wrote it after the scan read it: read the archive again
-            scan = scan_archive(self.storage, self.lake, self.source.id, result.user_id, earlier)
-        self.scan = catch_up(self.storage, self.lake, self.source.id, scan)
-        identity = self.scan.identity.merged(earlier)
-        self.check()
-        self.storage.write(pending, identity.to_json())
+        identity = self.identity(result.user_id, scan, pending)
         result.linked_anonymous_ids = len(identity.anonymous_ids)
         result.run_id = RewriteRun.new(RewriteKind.USER_DELETION, started).id  # names its audit record
         self.catalog = catalog
@@ -337,41 +347,39 @@ class SourceErasure:
         self.archive(identity, result)
         changed = result.archive_files_rewritten or result.table_files_rewritten
         result.status = Status.SUCCESS if changed else Status.NOTHING
-        audit = {
-            "run_kind": "user deletion", "run_id": result.run_id, "source_id": self.source.id,
-            "user_id": result.user_id, "requested_by": requested_by, "started_at": format_timestamp(started),
-            "finished_at": format_timestamp(now_utc()),
-            **{k: v for k, v in asdict(result).items() if k not in ("source", "user_id", "run_id", "error")},
-        }  # fmt: skip
+        audit = audit_record(result, self.source.id, requested_by, started)
         path = layout.deletion_audit_file(self.lake, self.source.id, result.run_id)
         self.check()
         self.storage.write(path, orjson.dumps(audit, option=orjson.OPT_INDENT_2))
         self.storage.delete(pending)
-        self.say(
-            f"{result.archive_messages_deleted} archived messages ({result.archive_files_rewritten} files), "
-            f"{result.rows_deleted} table rows and {result.quarantine_rows_deleted} quarantined rows "
-            f"({result.table_files_rewritten} files) deleted"
-        )
+        self.say(result.summary())
+
+    def identity(self, user_id: str, scan: ArchiveScan, pending: Location) -> Identity:
+        """What makes a row the user's: the scan's ids caught up with the archive written since
+        (:func:`catch_up`), and those an interrupted deletion kept in ``pending``, written there
+        again with the new ones until the end (a rerun after a kill finds the rows whose linking
+        messages an earlier run already deleted from the archive)."""
+        earlier = pending_identity(self.storage, pending)
+        if earlier is not None and not earlier.anonymous_ids <= scan.identity.anonymous_ids:
+            # another deletion of the user wrote it after the scan read it: read the archive again
+            scan = scan_archive(self.storage, self.lake, self.source.id, user_id, earlier)
+        self.scan = catch_up(self.storage, self.lake, self.source.id, scan)
+        identity = self.scan.identity.merged(earlier)
+        self.check()
+        self.storage.write(pending, identity.to_json())
+        return identity
 
     # -- the archive ---------------------------------------------------------------------------
 
     def archive(self, identity: Identity, result: ErasureResult) -> None:
         """Rewrite each archive file holding a message of the user without it (whole, in place):
         the files the scan found, each read again here, under the lock."""
-        quoted = orjson.dumps(identity.user_id)
         for path in self.scan.holding:
-            kept, dropped = [], 0
             try:
                 lines = list(read_archive_lines(self.storage, path))
             except FileNotFoundError:  # deleted by retention meanwhile
                 continue
-            for line in lines:
-                message = _loads(line)
-                # a line that is not JSON is the user's when it names them: better gone than kept
-                if identity.owns(message) or (message is None and quoted in line):
-                    dropped += 1
-                else:
-                    kept.append(line)
+            kept, dropped = _lines_kept(lines, identity)
             if dropped:
                 data = gzip.compress(b"".join(line + b"\n" for line in kept), compresslevel=6)
                 self.check()
@@ -389,21 +397,9 @@ class SourceErasure:
         )
 
     def table(self, spec: TableSpec, identity: Identity, result: ErasureResult) -> None:
-        location = to_location(spec.location)
-        listing = partitions.partition_listing(self.storage, location, len(spec.partition_keys))
+        """Rewrite the table's files holding a row of the user, :data:`BATCH_PARTITIONS` a commit."""
+        pending = files_to_rewrite(self.storage, spec, identity)
         quarantine = spec.location == str(layout.quarantine_dir(self.lake, self.source.id))
-        pending: list[_Rewritten] = []
-        for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
-            for name in partitions.partition_files(self.storage, folder, infos):
-                data = pa.BufferReader(self.storage.read(infos[name].path))
-                names = pq.read_schema(data).names
-                ids = pq.read_table(data, columns=[c for c in (*ID_COLUMNS, *OTHER_ID_COLUMNS) if c in names])
-                if _rows_to_keep(ids, identity) is None:
-                    continue  # most files: none of the user's rows, only their id columns read
-                table = pq.read_table(data)
-                pending.append(
-                    (folder, infos, name, table.filter(_rows_to_keep(table, identity)), table.num_rows)
-                )
         for start in range(0, len(pending), BATCH_PARTITIONS):
             self._commit(spec, pending[start : start + BATCH_PARTITIONS], quarantine, result)
 
@@ -419,12 +415,7 @@ class SourceErasure:
         for folder, (infos, changed) in by_folder.items():
             outputs = []
             for index, (_, kept, before) in enumerate(changed):
-                deleted = before - kept.num_rows
-                result.table_files_rewritten += 1
-                if quarantine:
-                    result.quarantine_rows_deleted += deleted
-                else:
-                    result.rows_deleted += deleted
+                result.count_rewritten(before - kept.num_rows, quarantine)
                 if kept.num_rows:
                     output = layout.part_file_name(run.id, index)
                     outputs.append(stage_output(self.storage, stage, folder, output, kept))
@@ -435,6 +426,52 @@ class SourceErasure:
             report=(), stage=str(stage.root), rewrites=tuple(rewrites),
         )  # fmt: skip
         publish(manifest, self.hold, self.state, self.storage, self.lake, load_catalog=self.catalog)
+
+
+def audit_record(
+    result: ErasureResult, source_id: str, requested_by: str, started: datetime
+) -> dict[str, Any]:
+    """The deletion's audit record: the userId, who asked, when, and counts (no other personal data)."""
+    return {
+        "run_kind": "user deletion", "run_id": result.run_id, "source_id": source_id,
+        "user_id": result.user_id, "requested_by": requested_by, "started_at": format_timestamp(started),
+        "finished_at": format_timestamp(now_utc()),
+        **{k: v for k, v in asdict(result).items() if k not in ("source", "user_id", "run_id", "error")},
+    }  # fmt: skip
+
+
+def files_to_rewrite(storage: Storage, spec: TableSpec, identity: Identity) -> list[_Rewritten]:
+    """The table's data files holding a row of the user, each with the rows to keep: of most
+    files (none of the user's rows) only the id columns are read."""
+    location = to_location(spec.location)
+    listing = partitions.partition_listing(storage, location, len(spec.partition_keys))
+    pending: list[_Rewritten] = []
+    for folder, infos in sorted(listing.items(), key=lambda item: str(item[0])):
+        for name in partitions.partition_files(storage, folder, infos):
+            data = pa.BufferReader(storage.read(infos[name].path))
+            names = pq.read_schema(data).names
+            ids = pq.read_table(data, columns=[c for c in (*ID_COLUMNS, *OTHER_ID_COLUMNS) if c in names])
+            if _rows_to_keep(ids, identity) is None:
+                continue
+            table = pq.read_table(data)
+            pending.append(
+                (folder, infos, name, table.filter(_rows_to_keep(table, identity)), table.num_rows)
+            )
+    return pending
+
+
+def _lines_kept(lines: Sequence[bytes], identity: Identity) -> tuple[list[bytes], int]:
+    """An archive file's lines that are not the user's, and how many were; a line that is not
+    JSON is the user's when it names them: better gone than kept."""
+    quoted = orjson.dumps(identity.user_id)
+    kept, dropped = [], 0
+    for line in lines:
+        message = _loads(line)
+        if identity.owns(message) or (message is None and quoted in line):
+            dropped += 1
+        else:
+            kept.append(line)
+    return kept, dropped
 
 
 def _rows_to_keep(table: pa.Table, identity: Identity) -> pa.ChunkedArray | None:
