@@ -14,6 +14,7 @@ import pytest
 
 from eventlake import layout
 from tests.collect.harness import EVENTLAKE, Collector, clean_environment, free_port, make_project
+from tests.scheduler.harness import start_up
 
 pytestmark = pytest.mark.integration
 
@@ -162,20 +163,8 @@ def test_up_runs_scheduled_syncs_and_stops_cleanly(tmp_path: Path) -> None:
     port = free_port()
     env = clean_environment(seal_max_age_seconds=0.5)
     env["EVENTLAKE__SYNC__INTERVAL_SECONDS"] = "2"
-    log = open(tmp_path / "up.log", "wb")
-    up = subprocess.Popen(
-        [str(EVENTLAKE), "--config", str(project.config), "up", "--port", str(port)], env=env, stderr=log
-    )
+    up = start_up(project, port, env, tmp_path / "up.log")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "up.log").read_text()
-            time.sleep(0.1)
         response = httpx.post(
             f"http://127.0.0.1:{port}/v1/track",
             auth=(project.write_key, ""),
@@ -195,7 +184,6 @@ def test_up_runs_scheduled_syncs_and_stops_cleanly(tmp_path: Path) -> None:
     finally:
         if up.poll() is None:
             up.kill()
-        log.close()
     time.sleep(0.5)
     alive = [
         pid
