@@ -37,7 +37,13 @@ def messages(batch: int) -> list[dict[str, Any]]:
              "properties": {"path": f"/{n}", "title": "Home"}},
         ]  # fmt: skip
     found.append(
-        {"type": "page", "userId": "u0", "messageId": f"bad-{batch}", "name": "Home", "timestamp": "not a time"}
+        {
+            "type": "page",
+            "userId": "u0",
+            "messageId": f"bad-{batch}",
+            "name": "Home",
+            "timestamp": "not a time",
+        }
     )
     return found
 
@@ -46,11 +52,11 @@ def messages(batch: int) -> list[dict[str, Any]]:
 # and orders its rows completely
 QUERIES: Sequence[tuple[str, str]] = (
     ("track table, every type",
-     "SELECT message_id, user_id, properties_revenue, properties_quantity, properties_gift, properties_coupon,"
-     " properties_delivered_at, \"timestamp\", received_at, day, hr FROM {db}.track_order_completed"
-     " ORDER BY message_id"),
-    ("identify", "SELECT message_id, user_id, traits_email, traits_plan, traits_logins, \"timestamp\", day, hr"
-                 " FROM {db}.identify ORDER BY message_id"),
+     "SELECT message_id, user_id, properties_revenue, properties_quantity, properties_gift,"
+     " properties_coupon, properties_delivered_at, \"timestamp\", received_at, day, hr"
+     " FROM {db}.track_order_completed ORDER BY message_id"),
+    ("identify", "SELECT message_id, user_id, traits_email, traits_plan, traits_logins, \"timestamp\","
+                 " day, hr FROM {db}.identify ORDER BY message_id"),
     ("page", "SELECT message_id, user_id, name, properties_path, \"timestamp\", day, hr FROM {db}.page"
              " ORDER BY message_id"),
     ("quarantine", "SELECT kind, message_id, reason, raw_value, received_at, run_id FROM {db}._quarantine"

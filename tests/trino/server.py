@@ -8,6 +8,7 @@ Trino 476 needs Java 24 or newer: :func:`trino_java` finds one (``EVENTLAKE_TRIN
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import re
@@ -15,7 +16,6 @@ import shutil
 import subprocess
 import time
 import uuid
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,7 +129,9 @@ class Trino:
     def _wait_started(self, began: float) -> None:
         import pytest
 
-        while not self.log.exists() or "======== SERVER STARTED ========" not in self.log.read_text(errors="replace"):
+        while not self.log.exists() or "======== SERVER STARTED ========" not in self.log.read_text(
+            errors="replace"
+        ):
             if self.process.poll() is not None:
                 pytest.fail(f"Trino exited with {self.process.returncode}: {self.tail()}")
             if time.monotonic() - began > START_TIMEOUT:
@@ -169,7 +171,7 @@ class Trino:
 
     def create_catalog(self, name: str, properties: dict[str, str]) -> None:
         """``CREATE CATALOG name USING hive WITH (...)`` (dynamic catalogs: no restart)."""
-        settings = ", ".join(f'"{key}" = \'{value}\'' for key, value in properties.items())
+        settings = ", ".join(f"\"{key}\" = '{value}'" for key, value in properties.items())
         self.rows(f"CREATE CATALOG {name} USING hive WITH ({settings})")
         self.catalogs[name] = properties
 

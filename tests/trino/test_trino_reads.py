@@ -119,7 +119,9 @@ def test_trino_prunes_partitions_by_day_and_hour(trino: Trino, trino_lake: Trino
     where = "day = '2026-11-19' AND hr = '08'"
     [(count,)], pruned = trino.query(f"SELECT count(*) FROM {db}.page WHERE {where}", catalog)
     assert count == 3 and everything["processedRows"] == 9, everything
-    assert pruned["processedRows"] == 3 and pruned["physicalInputBytes"] * 3 == everything["physicalInputBytes"]
+    assert (
+        pruned["processedRows"] == 3 and pruned["physicalInputBytes"] * 3 == everything["physicalInputBytes"]
+    )
     [(plan,)] = trino.rows(f"EXPLAIN SELECT count(*) FROM {db}.page WHERE {where}", catalog)
     assert ":: [[08]]" in plan and ":: [[2026-11-19]]" in plan, plan
 

@@ -51,7 +51,9 @@ def trino_counts(trino: Trino, catalog: str, database: str) -> Counts:
     """Rows per partition, a query per table (each reads every partition of its table)."""
     found: Counts = {}
     for table in TABLES:
-        for day, hr, n in trino.rows(f"SELECT day, hr, count(*) FROM {database}.{table} GROUP BY day, hr", catalog):
+        for day, hr, n in trino.rows(
+            f"SELECT day, hr, count(*) FROM {database}.{table} GROUP BY day, hr", catalog
+        ):
             found[(table, day, hr)] = n
     return found
 
@@ -82,7 +84,9 @@ def test_trino_sees_each_partition_before_or_after_every_rewrite(
     # two hours of one day, two syncs each (two files per partition), and an hour three days before:
     # u1's rows in each
     for batch in range(2):
-        for at in [DAY + timedelta(hours=7), DAY + timedelta(hours=8)] + ([OLD + timedelta(hours=7)] * (1 - batch)):
+        for at in [DAY + timedelta(hours=7), DAY + timedelta(hours=8)] + (
+            [OLD + timedelta(hours=7)] * (1 - batch)
+        ):
             messages = [message(kind, f"{kind}-{at:%d%H}-{batch}-{n}", f"u{n % 3}")
                         for kind in ("track", "page") for n in range(6)]  # fmt: skip
             lake.archive(messages, at + timedelta(minutes=batch))
@@ -135,12 +139,18 @@ def test_trino_sees_each_partition_before_or_after_every_rewrite(
     try:
         [compacted] = compact_sources(settings, [lake.slug], say=quiet)
         assert compacted.partitions == 4, compacted  # the two-file partitions
-        replayed = run_replay(settings, lake.slug, ReplayRange(DAY.date(), DAY.date()), spark=spark, say=quiet)
+        replayed = run_replay(
+            settings, lake.slug, ReplayRange(DAY.date(), DAY.date()), spark=spark, say=quiet
+        )
         assert replayed.status == "Success", replayed
         [deleted] = delete_user(settings, "u1", [lake.slug], say=quiet)
         assert deleted.rows_deleted == sum(before.values()) - sum(erased.values()), deleted
-        set_column_type(settings, spark, f"{database}.track_order_completed", "properties_revenue", "string", quiet)
-        [expired] = apply_retention(settings, [lake.slug], spark=spark, say=quiet, now=DAY + timedelta(days=1))
+        set_column_type(
+            settings, spark, f"{database}.track_order_completed", "properties_revenue", "string", quiet
+        )
+        [expired] = apply_retention(
+            settings, [lake.slug], spark=spark, say=quiet, now=DAY + timedelta(days=1)
+        )
         assert {e.kind for e in expired.expired} == {"table"} and len(expired.expired) == 2, expired
     finally:
         stop.set()
