@@ -30,6 +30,7 @@ START_TIMEOUT = 180.0
 INSTALL = "scripts/ensure-trino.sh"
 ATHENA_CATALOG = "awsdatacatalog"  # the catalog Athena's views (and so eventlake's in Glue) name
 
+SERVER_ZONE = "America/New_York"  # the test server's zone (UTC-5 in November): not UTC on purpose
 JVM_OPTIONS = (  # Trino's recommended jvm.config, with a small heap
     "-Xmx1G",
     "-XX:+UseG1GC",
@@ -42,6 +43,8 @@ JVM_OPTIONS = (  # Trino's recommended jvm.config, with a small heap
     "-Dfile.encoding=UTF-8",
     "--add-opens=java.base/java.nio=ALL-UNNAMED",
     "--enable-native-access=ALL-UNNAMED",
+    # a server whose zone is not UTC: what the lake holds must not depend on it
+    f"-Duser.timezone={SERVER_ZONE}",
 )
 
 
@@ -185,12 +188,18 @@ class Trino:
         stop_process(self.process, timeout=30)
 
 
+# The lake's timestamps are instants (Parquet timestamps adjusted to UTC); Trino shows them in
+# hive.parquet.time-zone, the server's JVM zone unless set: hours off on a server not in UTC
+PARQUET_UTC = {"hive.parquet.time-zone": "UTC"}
+
+
 def hive_metastore_catalog(uri: str) -> dict[str, str]:
     """A Trino catalog on a Hive metastore (Thrift) over a lake on a local disk (docs/querying.md)."""
     return {
         "hive.metastore.uri": uri,
         "fs.hadoop.enabled": "true",  # file: locations (Hadoop's local file system)
         "hive.hive-views.enabled": "true",  # Spark's views, translated (all but `users`)
+        **PARQUET_UTC,
     }
 
 
@@ -208,5 +217,6 @@ def glue_catalog(endpoint: str, **extra: str) -> dict[str, str]:
         "s3.path-style-access": "true",
         "s3.aws-access-key": "testing",
         "s3.aws-secret-key": "testing",
+        **PARQUET_UTC,
         **extra,
     }

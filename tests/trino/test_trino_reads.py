@@ -6,10 +6,12 @@ the warehouse views; each answer equals eventlake's DuckDB engine's."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from trino.exceptions import TrinoExternalError, TrinoUserError
@@ -22,7 +24,14 @@ from tests.collect.harness import EVENTLAKE
 from tests.conftest import Lake
 from tests.objectstore.conftest import s3_project
 from tests.trino.lake import QUERIES, RECEIVED, REPORTS, VIEWS, duckdb_rows, messages, trino_rows
-from tests.trino.server import ATHENA_CATALOG, Trino, glue_catalog, hive_metastore_catalog
+from tests.trino.server import (
+    ATHENA_CATALOG,
+    PARQUET_UTC,
+    SERVER_ZONE,
+    Trino,
+    glue_catalog,
+    hive_metastore_catalog,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -32,6 +41,7 @@ class TrinoLake:
     kind: str  # "hive" | "glue"
     catalog: str  # the Trino catalog reading it
     lake: Lake
+    properties: dict[str, str]  # the catalog's
 
     @property
     def database(self) -> str:
@@ -55,9 +65,9 @@ def _hive_lake(trino: Trino, directory: Path) -> Iterator[TrinoLake]:
         synced = subprocess.run([str(EVENTLAKE), "--config", str(config), "sync"],
                                 capture_output=True, text=True, timeout=600, env=clean_env())  # fmt: skip
         assert synced.returncode == 0, synced.stderr
-        name = f"hms_{uuid.uuid4().hex[:6]}"
-        trino.create_catalog(name, hive_metastore_catalog(service.uri))
-        yield TrinoLake("hive", name, lake)
+        name, properties = f"hms_{uuid.uuid4().hex[:6]}", hive_metastore_catalog(service.uri)
+        trino.create_catalog(name, properties)
+        yield TrinoLake("hive", name, lake, properties)
     finally:
         assert service.stop() == 0, (directory / "metastore.log").read_text()
 
@@ -74,8 +84,9 @@ def _glue_lake(trino: Trino, directory: Path, moto, spark, spark_state: Path) ->
     assert synced.status == "Success", synced
     # Athena's views (eventlake's in Glue, as Athena's CREATE VIEW makes them) name their catalog
     # `awsdatacatalog`: Trino resolves them only in a catalog of that name
-    trino.ensure_catalog(ATHENA_CATALOG, glue_catalog(moto.endpoint))
-    yield TrinoLake("glue", ATHENA_CATALOG, lake)
+    properties = glue_catalog(moto.endpoint)
+    trino.ensure_catalog(ATHENA_CATALOG, properties)
+    yield TrinoLake("glue", ATHENA_CATALOG, lake, properties)
 
 
 # an open defect, found by this tier: on a Hive metastore the sync reports table is a Spark data
@@ -139,3 +150,18 @@ def test_trino_reads_the_warehouse_views(trino: Trino, trino_lake: TrinoLake, na
             trino.rows(sql, trino_lake.catalog)
         return
     assert trino_rows(trino, trino_lake.catalog, sql) == expected
+
+
+def test_trino_shows_the_lake_s_times_in_utc_only_with_the_parquet_time_zone_set(
+    trino: Trino, trino_lake: TrinoLake
+):
+    """The lake's timestamps are instants; a catalog without ``hive.parquet.time-zone=UTC`` shows
+    them in the server's zone (the test server's is not UTC), hours off: the setting is needed."""
+    name = f"{trino_lake.kind}_server_zone_{uuid.uuid4().hex[:4]}"
+    trino.create_catalog(name, {k: v for k, v in trino_lake.properties.items() if k not in PARQUET_UTC})
+    sql = f"SELECT received_at FROM {trino_lake.database}.page WHERE message_id = 'p-0-0'"
+    [(utc,)] = trino.rows(sql, trino_lake.catalog)
+    [(local,)] = trino.rows(sql, name)
+    assert utc == dt.datetime(2026, 11, 19, 7, 0)
+    offset = ZoneInfo(SERVER_ZONE).utcoffset(utc)
+    assert offset == dt.timedelta(hours=-5) and local == utc + offset
