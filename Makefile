@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint unit model-check setup java chromium node-deps db-servers jars clean
+.PHONY: demo test lint unit model-check setup java chromium node-deps db-servers jars trino clean
 
 demo: java $(INSTALLED)  ## the demo needs only Java and the Python packages
 	$(BIN)/python scripts/demo.py
@@ -38,7 +38,7 @@ model-check: $(INSTALLED)  ## the model-based test of the lake's protocol, long 
 	  "$(BIN)/python -m pytest tests/model/test_model.py -n 0 -k promises --hypothesis-seed=SEED)"; exit 1; fi; \
 	echo "model-check: no failure in $(MODEL_MINUTES) minutes"
 
-setup: java chromium node-deps db-servers jars $(INSTALLED)
+setup: java chromium node-deps db-servers jars trino $(INSTALLED)
 
 java:
 	@scripts/ensure-java.sh
@@ -51,6 +51,9 @@ node-deps:  ## Segment's JavaScript libraries and playwright-core, into tests/cl
 
 jars:  ## pinned Maven artifacts (hadoop-aws and the AWS SDK: Spark's s3a://) into .cache/jars, checked
 	@scripts/ensure-jars.sh s3a
+
+trino:  ## the pinned Trino server (tests/trino; runs on Java 24+) into .cache/trino, checked
+	@scripts/ensure-trino.sh
 
 db-servers:  ## PostgreSQL, MariaDB and their JDBC drivers, for the catalog tests
 	@scripts/ensure-db-servers.sh

@@ -6,10 +6,9 @@
 #
 #   scripts/ensure-jars.sh [--update-sums] [SET]    (SET defaults to s3a)
 #
-# Maven (mvn, else Debian's `maven` package) resolves the artifacts with the machine's own Maven
-# settings (~/.m2/settings.xml: mirrors, proxies, credentials) into its local repository
-# (~/.m2/repository), then copies them here. EVENTLAKE_MAVEN_MIRROR=https://repo.example.com/maven2
-# sends every request to that repository instead (a mirror of Maven Central: Nexus, Artifactory).
+# Maven resolves the artifacts into its local repository (~/.m2/repository), then copies them here
+# (scripts/maven.sh: the machine's Maven settings, or EVENTLAKE_MAVEN_MIRROR=https://repo.example.com/maven2).
+# The Trino server, a tar.gz to unpack, has its own script: scripts/ensure-trino.sh.
 # --update-sums rewrites SHA256SUMS from what Maven resolved (after changing the pom's versions).
 set -euo pipefail
 
@@ -40,23 +39,13 @@ if [ -z "$update_sums" ] && complete "$target"; then
   exit 0
 fi
 
-if ! command -v mvn >/dev/null 2>&1; then
-  "$here/scripts/apt-install.sh" --for ensure-jars --missing Maven --no-recommends \
-    --otherwise "fetching the $set_name jars needs Maven (mvn); install it and put it on PATH." \
-    maven
-fi
-
 mkdir -p "$here/.cache/jars"
 work="$(mktemp -d "$here/.cache/jars/.$set_name.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-maven=(mvn --batch-mode --quiet -Dstyle.color=never -f "$spec/pom.xml")
-if [ -n "${EVENTLAKE_MAVEN_MIRROR:-}" ]; then
-  cat >"$work/settings.xml" <<EOF
-<settings><mirrors><mirror><id>eventlake-mirror</id><mirrorOf>*</mirrorOf>
-<url>${EVENTLAKE_MAVEN_MIRROR}</url></mirror></mirrors></settings>
-EOF
-  maven+=(--settings "$work/settings.xml")
-fi
+# shellcheck source=scripts/maven.sh
+source "$here/scripts/maven.sh"
+maven_command "$work" ensure-jars
+maven+=(-f "$spec/pom.xml")
 echo "ensure-jars: fetching the $set_name jars (scripts/jars/$set_name/pom.xml) with Maven ..." >&2
 started=$SECONDS
 "${maven[@]}" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$work/jars" >&2

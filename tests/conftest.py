@@ -52,6 +52,7 @@ SHARED_SERVERS = {
     "catalog-postgres": {"postgres", "postgres_project", "hive_postgres"},
     "catalog-mariadb": {"mariadb", "mariadb_project", "hive_mariadb"},
     "spark-cluster": {"spark_cluster", "cluster_moto", "lake_store"},
+    "trino": {"trino"},  # one Trino server for the tier (tests/trino)
 }
 
 
