@@ -226,8 +226,9 @@ class FaultProxy:
                 ready, _, _ = select.select(list(pair), [], [], 0.2)
                 for sock in ready:
                     data = sock.recv(65536)
-                    if not data:
-                        self._reset(client, upstream)
+                    if not data:  # an orderly end (moto closes after each answer): what was
+                        client.close()  # forwarded is delivered before the FIN, never reset
+                        upstream.close()
                         return
                     pair[sock].sendall(data)
         except OSError:
@@ -422,13 +423,21 @@ class Up:
         except subprocess.TimeoutExpired:
             self.kill9()
             outcome = f"did not stop within {STOP_TIMEOUT:.0f} s of SIGTERM: killed"
-        left = [p for p in tree[1:] if Path(f"/proc/{p}").exists()]
+        left = [p for p in tree[1:] if _running(p)]
         shown = "; ".join(_command_line(p) for p in left)
         for pid in left:
             kill_tree(pid)
         if left:
             outcome += f"; {len(left)} of its processes outlived it, killed: {shown}"
         return outcome
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an exited child nobody reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _command_line(pid: int) -> str:
@@ -681,7 +690,9 @@ class CatalogReader:
     def tables(self) -> list[str]:
         try:
             pages = self.glue.get_paginator("get_tables").paginate(DatabaseName=self.database)
-            return sorted(t["Name"] for page in pages for t in page["TableList"])
+            return sorted(  # not the Segment-named views (docs/querying.md): no partitions
+                t["Name"] for page in pages for t in page["TableList"] if t.get("TableType") != "VIRTUAL_VIEW"
+            )
         except self.glue.exceptions.EntityNotFoundException:
             return []
 
@@ -753,9 +764,10 @@ class DuckdbReader:
 
     def __init__(self, config: Path, env: dict[str, str], database: str, catalog: CatalogReader) -> None:
         self.config, self.env, self.database, self.catalog = config, env, database, catalog
+        self.only = ""  # one table only (a diagnosis)
 
     def poll(self) -> tuple[dict[tuple[str, str, str], int], list[str], int]:
-        tables = self.catalog.tables()
+        tables = [self.only] if self.only else self.catalog.tables()
         if not tables:
             return {}, [], 0
         parts = [
@@ -884,7 +896,8 @@ class Outcome:
             ("acknowledged doubled", str(len(self.doubled))),
             ("never acknowledged: in lake / doubled", f"{self.never_acked_in_lake} of {self.never_acked} / "
              f"{len(self.never_acked_doubled)}"),
-            ("erased user: rows in tables / archive files", f"{self.erased_in_tables} / {self.erased_in_archive}"),
+            ("erased user: rows in tables / archive files",
+             f"{self.erased_in_tables} / {self.erased_in_archive}"),
         ]  # fmt: skip
         for reader, found in self.anomalies.items():
             rows.append((f"reader anomalies ({reader})", str(len(found))))
@@ -997,7 +1010,8 @@ def run(
     second = Up("second-up", config, free_port(), work / "second-state", up_env, work / "second-up.log")
     schedule = draw_schedule(seed, seconds, per_kind, short)
     say("schedule: " + "; ".join(f"+{f.at:.0f}s {f.kind}{' ' + f.detail if f.detail else ''}"
-                                 f"{f' {f.duration:.0f}s' if f.duration else ''}" for f in schedule))  # fmt: skip
+                                 f"{f' {f.duration:.0f}s' if f.duration else ''}"
+                                 for f in schedule))  # fmt: skip
     supervisor: Supervisor | None = None
     pollers: list[Poller] = []
     load: Load | None = None
@@ -1036,8 +1050,14 @@ def run(
         for poller in pollers:
             poller.stop()
         ended = time.monotonic() - began
-        code, last = run_command(config, base_env, ["sync"], work / "commands.log")
-        out.final_sync = f"exit {code}" + (f": {last[-120:]}" if code else "")
+        attempts = []
+        for _ in range(ADMIN_ATTEMPTS):  # as an operator would, after a failure
+            code, last = run_command(config, base_env, ["sync"], work / "commands.log")
+            attempts.append(f"exit {code}" + (f": {last[-120:]}" if code else ""))
+            if code == 0:
+                break
+        out.final_sync = "; ".join(attempts)
+        _dump_leases(catalog, prefix, work / "leases.json")
         _verify(out, load, catalog, duck, pollers, prefix, ended, began)
         out.restarts, out.recoveries = supervisor.restarts, supervisor.recoveries
         out.unexpected_exits = supervisor.unexpected_exits
@@ -1166,11 +1186,19 @@ def _verify(
         )  # fmt: skip
     except Exception as exc:  # noqa: BLE001
         out.readers_disagree = [f"the final duckdb query failed: {exc}"]
+        for table in catalog.tables():  # which table's query fails
+            one = DuckdbReader(duck.config, duck.env, duck.database, catalog)
+            one.only = table
+            try:
+                one.poll()
+            except Exception as error:  # noqa: BLE001
+                out.readers_disagree.append(f"duckdb on {table}: {error}")
     for poller in pollers:
         name = poller.name.removeprefix("poll-")
         out.anomalies[name] = poller.seen.anomalies(final)
         if poller.seen.erased_seen:
-            out.notes.append(f"{name}: the erased user's rows were readable in {len(poller.seen.erased_seen)} polls "
+            polls = len(poller.seen.erased_seen)
+            out.notes.append(f"{name}: the erased user's rows were readable in {polls} polls "
                              f"(last at +{poller.seen.erased_seen[-1][0]:.0f} s)")  # fmt: skip
         waits = []
         for probe, acked_at in load.acked.items():
@@ -1181,7 +1209,20 @@ def _verify(
         out.freshness[name] = (_pct(waits, 0.5), _pct(waits, 0.99), max(waits, default=math.nan), seen_n,
                                len(waits))  # fmt: skip
         out.notes.append(f"{name}: {poller.seen.polls} polls, {poller.seen.failures} failed"
-                         + (f" (last: {poller.seen.last_error[-200:]})" if poller.seen.failures else ""))  # fmt: skip
+                         + (f" (last: {poller.seen.last_error[-200:]})"
+                            if poller.seen.failures else ""))  # fmt: skip
+
+
+def _dump_leases(catalog: CatalogReader, prefix: str, into: Path) -> None:
+    """The lease objects as the run left them (for a diagnosis)."""
+    found = {}
+    pages = catalog.s3.get_paginator("list_objects_v2").paginate(
+        Bucket=BUCKET, Prefix=f"{prefix}/segment-data/_state/locks/"
+    )
+    for page in pages:
+        for item in page.get("Contents", []):
+            found[item["Key"]] = catalog.s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read().decode()
+    into.write_text(json.dumps(found, indent=1))
 
 
 def report(out: Outcome) -> None:
