@@ -867,6 +867,7 @@ class Outcome:
     unknown_in_lake: int = 0
     erased_in_tables: int = 0
     erased_in_archive: int = 0
+    erased_in_archive_before_rerun: int = 0  # archive files sealed after the deletion (see run())
     anomalies: dict[str, list[str]] = field(default_factory=dict)
     readers_disagree: list[str] = field(default_factory=list)
     freshness: dict[str, tuple[float, float, float, int, int]] = field(default_factory=dict)
@@ -896,6 +897,8 @@ class Outcome:
             ("acknowledged doubled", str(len(self.doubled))),
             ("never acknowledged: in lake / doubled", f"{self.never_acked_in_lake} of {self.never_acked} / "
              f"{len(self.never_acked_doubled)}"),
+            ("erased user: archive files sealed after the deletion",
+             f"{self.erased_in_archive_before_rerun} (a second `users delete` at the end)"),
             ("erased user: rows in tables / archive files",
              f"{self.erased_in_tables} / {self.erased_in_archive}"),
         ]  # fmt: skip
@@ -1057,6 +1060,17 @@ def run(
             if code == 0:
                 break
         out.final_sync = "; ".join(attempts)
+        # erase.py's documented gap: a message acknowledged before the suppression and sealed
+        # after the deletion (the spool lags under faults) reaches the archive later; the
+        # documented remedy is another `users delete`: counted, then done
+        out.erased_in_archive_before_rerun = catalog.archive_mentions(prefix, ERASED)
+        if out.erased_in_archive_before_rerun:
+            code, last = run_command(
+                config, base_env, ["users", "delete", ERASED, "--source", SOURCE], work / "commands.log"
+            )
+            out.admin["users_delete (rerun at the end)"] = f"exit {code}" + (
+                f" ({last[-150:]})" if code else ""
+            )
         _dump_leases(catalog, prefix, work / "leases.json")
         _verify(out, load, catalog, duck, pollers, prefix, ended, began)
         out.restarts, out.recoveries = supervisor.restarts, supervisor.recoveries
