@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from eventlake import layout
-from eventlake.archive import ArchiveUploadError
+from eventlake.archive import ArchiveUploadError, SuppressionError, SuppressionList
 from eventlake.archive.errors import describe_store_error
-from eventlake.archive.seal import Segment, seal_segment
+from eventlake.archive.seal import SealResult, Segment, seal_segment
 from eventlake.storage import LocalStorage
 
 DAY = 1_795_305_600_000
@@ -67,3 +67,80 @@ def test_store_errors_never_show_a_credential(monkeypatch: pytest.MonkeyPatch) -
     assert "wJalrXUtnFEMI" not in text and "abc123456789" not in text
     assert text == "RuntimeError: signature of *** with *** does not match"
     assert len(describe_store_error(RuntimeError("x" * 5000))) == 300
+
+
+LATE = b'{"userId":"u-late","messageId":"m1"}\n'
+KEPT = b'{"userId":"u-kept","messageId":"m2"}\n{"anonymousId":"a","messageId":"m3"}\n'
+
+
+def archived_lines(lake: Path, seg: Segment) -> bytes:
+    return gzip.decompress(layout.archive_file(lake, "src", DAY, seg.name).read_bytes())
+
+
+def test_the_lines_of_a_user_suppressed_after_they_were_acknowledged_are_not_sealed(tmp_path: Path) -> None:
+    seg = segment(tmp_path / "spool", LATE + KEPT)
+    SuppressionList(LocalStorage(), tmp_path / "lake", "src").add(["u-late"])
+    result = seal_segment(seg, LocalStorage(), tmp_path / "lake")
+    assert archived_lines(tmp_path / "lake", seg) == KEPT
+    assert result.suppressed == 1
+    SuppressionList(LocalStorage(), tmp_path / "lake2", "src").add(["u-late"])
+    only_late = segment(tmp_path / "spool2", LATE)  # nothing left: no archive file at all
+    assert seal_segment(only_late, LocalStorage(), tmp_path / "lake2") == SealResult(only_late, None, 1)
+    assert not only_late.path.exists() and not list((tmp_path / "lake2").rglob("*.gz"))
+
+
+class SuppressingDuringUpload(LocalStorage):
+    """A `users delete` suppresses u-late while the archive object is being written: the deletion
+    may list the archive before the object appears, so the sealer must see the suppression."""
+
+    def __init__(self, lake: Path) -> None:
+        super().__init__()
+        self.lake = lake
+        self.uploads = 0
+
+    def open_write(self, path, mode=0o644):  # type: ignore[no-untyped-def, override]
+        if not str(path).endswith(".gz"):  # the day's reopen marker
+            return super().open_write(path, mode)
+        self.uploads += 1
+        if self.uploads == 1:
+            SuppressionList(LocalStorage(), self.lake, "src").add(["u-late"])
+        return super().open_write(path, mode)
+
+
+def test_a_user_suppressed_during_the_upload_is_sealed_again_without_their_lines(tmp_path: Path) -> None:
+    seg = segment(tmp_path / "spool", LATE + KEPT)
+    store = SuppressingDuringUpload(tmp_path / "lake")
+    result = seal_segment(seg, store, tmp_path / "lake")
+    assert store.uploads == 2  # the object was written again, without u-late's line
+    assert archived_lines(tmp_path / "lake", seg) == KEPT
+    assert result.suppressed == 1 and not seg.path.exists() and not seg.staged_path.exists()
+
+
+def test_an_object_uploaded_before_a_suppression_by_a_stopped_attempt_is_rewritten(tmp_path: Path) -> None:
+    seg = segment(tmp_path / "spool", LATE + KEPT)
+    final = layout.archive_file(tmp_path / "lake", "src", DAY, seg.name)
+    final.parent.mkdir(parents=True)
+    final.write_bytes(gzip.compress(LATE + KEPT))  # uploaded; the process was killed before dropping
+    SuppressionList(LocalStorage(), tmp_path / "lake", "src").add(["u-late"])
+    assert seal_segment(seg, LocalStorage(), tmp_path / "lake").suppressed == 1
+    assert archived_lines(tmp_path / "lake", seg) == KEPT and not seg.path.exists()
+
+
+def test_a_staged_file_of_an_earlier_attempt_is_filtered_with_the_list_of_now(tmp_path: Path) -> None:
+    seg = segment(tmp_path / "spool", LATE + KEPT)
+    with pytest.raises(ArchiveUploadError):
+        seal_segment(seg, Refusing(), tmp_path / "lake")  # staged with u-late's line, not uploaded
+    SuppressionList(LocalStorage(), tmp_path / "lake", "src").add(["u-late"])
+    assert seal_segment(seg, LocalStorage(), tmp_path / "lake").suppressed == 1
+    assert archived_lines(tmp_path / "lake", seg) == KEPT
+
+
+def test_an_unreadable_suppression_list_keeps_the_segment_for_the_next_try(tmp_path: Path) -> None:
+    seg = segment(tmp_path / "spool", LATE + KEPT)
+    listed = layout.suppression_file(tmp_path / "lake", "src")
+    listed.parent.mkdir(parents=True)
+    listed.write_bytes(b"{not json")
+    with pytest.raises(SuppressionError, match="not valid JSON"):
+        seal_segment(seg, LocalStorage(), tmp_path / "lake")
+    assert seg.path.exists()
+    assert not layout.archive_file(tmp_path / "lake", "src", DAY, seg.name).exists()

@@ -16,6 +16,7 @@ from eventlake.storage import LocalStorage
 
 from .harness import (
     EVENTLAKE,
+    NEVER,
     Collector,
     Project,
     StartCollector,
@@ -107,3 +108,26 @@ def test_source_choice_with_several_sources(tmp_path: Path) -> None:
     assert listed.stdout.splitlines()[1].startswith("app,u1,")
     empty = eventlake(project, "suppress", "add", "", "--source", "app")
     assert empty.returncode != 0 and "non-empty" in empty.stderr
+
+
+def test_a_message_acknowledged_before_its_user_was_suppressed_is_not_sealed(
+    project: Project, start_collector: StartCollector
+) -> None:
+    """Issue 36's chaos run: a message acknowledged (fsynced in the spool) before its user was
+    suppressed, and sealed after (the spool held back), reached the raw archive after `users
+    delete` had read it. The sealer reads the list and drops the user's lines."""
+    collector = start_collector(project, seal_max_age_seconds=NEVER)  # sealed at the stop only
+    ids = {user: f"late-{user}-{uuid.uuid4()}" for user in ("u-late", "u-kept")}
+    batch = [{"type": "track", "userId": user, "event": "E", "messageId": ids[user]} for user in ids]
+    response = httpx.post(f"{collector.url}/v1/batch", json={"batch": batch}, auth=(project.write_key, ""))
+    assert response.json() == {"success": True}  # acknowledged: in the spool, not sealed yet
+    assert project.spool_segments() and not project.archived()
+
+    added = eventlake(project, "suppress", "add", "u-late")
+    assert added.returncode == 0, added.stderr
+    assert collector.stop() == 0  # SIGTERM: the spool is sealed on the way out
+
+    archived_ids = {m.get("messageId") for m in project.archived()}
+    assert ids["u-kept"] in archived_ids
+    assert ids["u-late"] not in archived_ids
+    assert "1 message of suppressed users dropped before sealing" in collector.log.read_text()

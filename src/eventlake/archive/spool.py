@@ -5,6 +5,8 @@ to that source's open segment (one per source and received day), fsyncs each tou
 and only then resolves the futures the HTTP handlers await. Full or aged segments are closed and
 handed to one sealer thread, which gzips them and writes them to the raw archive through the lake's
 :class:`~eventlake.storage.Storage` (:mod:`eventlake.archive.seal`): a local directory or a bucket.
+The sealer drops the lines of users suppressed since they were acknowledged (it reads the source's
+suppression list at each seal, before and after the upload), counted and logged.
 
 A segment leaves the spool only once its archive object is fully written. When writing fails (the
 store is down, throttles, the network is cut), the sealer retries with exponential backoff
@@ -44,6 +46,7 @@ from eventlake.archive.errors import (
     SpoolFullError,
     SpoolLockedError,
     SpoolWriteError,
+    SuppressionError,
 )
 from eventlake.archive.seal import Segment, seal_segment, spool_segments
 from eventlake.flock import LockFile
@@ -74,6 +77,7 @@ class SpoolStats:
     write_errors: int = 0  # group commits that failed (their messages were answered 503)
     seal_errors: int = 0  # failed seal attempts (retried), upload failures included
     upload_failures: int = 0  # seal attempts whose archive object could not be written (retried)
+    suppressed_lines: int = 0  # lines of users suppressed after they were acknowledged, not sealed
     pending_bytes: int = 0  # bytes queued for the writer right now
     spool_bytes: int = 0  # bytes stored in spool segments that are not in the archive yet
     spool_segments: int = 0  # spool segments holding those bytes (open, or waiting to be sealed)
@@ -386,7 +390,14 @@ class Spool:
             self._stats["spool_segments"] = len(self._segment_bytes)
             if result.archive_path is not None:
                 self._stats["sealed_files"] += 1
+            self._stats["suppressed_lines"] += result.suppressed
             streak, since, self._streak, self._failing_since = self._streak, self._failing_since, 0, None
+        if result.suppressed:
+            log.warning(
+                "spool segment %s: %d message%s of suppressed users dropped before sealing "
+                "(acknowledged before the suppression)",
+                segment.path, result.suppressed, "" if result.suppressed == 1 else "s",
+            )  # fmt: skip
         if streak:
             log.warning(
                 "sealing into the archive at %s works again, after %d failed attempts over %.0f s",
@@ -415,7 +426,7 @@ class Spool:
             "%s; it stays in the spool and is retried with backoff (up to %.0f s); requests are "
             "answered 429 once the spool holds %d bytes",
             problem, self.retry_max_seconds, self.max_spool_bytes,
-            exc_info=None if isinstance(exc, (ArchiveUploadError, OSError)) else exc,
+            exc_info=None if isinstance(exc, (ArchiveUploadError, SuppressionError, OSError)) else exc,
         )  # fmt: skip
 
     def _stored(self, path: Path, size: int) -> None:

@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -48,6 +49,22 @@ LEASE_POLL_SECONDS = 0.2  # how often a waiting writer looks at the lease again
 class SuppressedUser:
     user_id: str
     added_at: str  # ISO-8601, UTC
+
+
+def is_suppressed(message: object, users: AbstractSet[str]) -> bool:
+    """Whether ``message`` (a parsed line) is a suppressed user's: its ``userId`` is in ``users``.
+    The one rule of the collector (blocks it), the sealer (drops it from a segment acknowledged
+    before the suppression) and the sync (drops it from the archive it reads)."""
+    if not users or not isinstance(message, dict):
+        return False
+    user_id = message.get("userId")
+    return isinstance(user_id, str) and user_id in users
+
+
+def read_suppressed_users(storage: Storage, lake_root: Location, source_id: str) -> frozenset[str]:
+    """The source's suppressed userIds, read now from the lake (no cache);
+    :class:`SuppressionError` when the file cannot be read or parsed."""
+    return frozenset(read_suppression_file(storage, layout.suppression_file(lake_root, source_id)))
 
 
 class SuppressionList:

@@ -18,6 +18,7 @@ import orjson
 from starlette.requests import Request
 
 from eventlake import spec
+from eventlake.archive.suppression import is_suppressed
 from eventlake.config import SourceSettings
 
 CLIENT_CHANNELS = frozenset({"browser", "client", "mobile"})
@@ -66,11 +67,9 @@ def enrich_messages(
         enriched = spec.enrich(
             message, received_at=received_at, source_id=source.id, endpoint_type=endpoint_type
         )
-        if suppressed:
-            user_id = enriched.get("userId")
-            if isinstance(user_id, str) and user_id in suppressed:
-                result.suppressed += 1
-                continue
+        if is_suppressed(enriched, suppressed):
+            result.suppressed += 1
+            continue
         if (
             fill != "never"
             and _lacks_ip(enriched)

@@ -57,6 +57,12 @@ _SPOOL = (
     ("eventlake_spool_write_errors_total", "counter", "Group commits that failed (503).", "write_errors"),
     ("eventlake_seal_errors_total", "counter", "Failed seal attempts (retried).", "seal_errors"),
     (
+        "eventlake_sealed_suppressed_total",
+        "counter",
+        "Messages acknowledged before their userId was suppressed, dropped when sealed (not archived).",
+        "suppressed_lines",
+    ),
+    (
         "eventlake_archive_upload_failures_total",
         "counter",
         "Failed writes of sealed segments to the archive's store (retried with backoff; kept in the spool).",

@@ -21,9 +21,18 @@ before each change: a holder that lost it changes nothing more):
 4. an audit record is written: ``segment-data/_state/deletions/<source-id>/<run-id>.json`` with the
    userId, who asked, when, and counts (no other personal data).
 
-Running it again finds nothing left and deletes nothing. A message the collector acknowledged just
-before the suppression and sealed after the deletion reaches the archive later: the sync drops it
-(counted as suppressed) and the next ``users delete`` of the same user removes it from the archive.
+Running it again finds nothing left and deletes nothing. A message the collector acknowledged
+before the suppression (the collector's request path sees a new list within about a second) may
+still sit in its spool, sealed later (the spool held back by a full disk or an unreachable store).
+The sealer closes that gap (:mod:`eventlake.archive.seal`): it reads the suppression list itself at
+each seal, before gzipping a segment and again once the archive object is written, and drops (and
+counts) the lines of suppressed userIds, writing the object again if a user was suppressed while it
+was being written. So an archive file is either whole in the archive before the suppression was
+written (then step 2's listing, which comes after, finds it) or holds none of the user's lines; the
+deletion needs no second run for them. What the suppression does not cover is not covered here
+either: a message without a userId whose anonymousId the user's ``identify`` linked, acknowledged
+after the deletion listed the archive (and, if the user was suppressed while its file was being
+written, such messages of that one file), stays until the next ``users delete`` of the user.
 The userId itself stays in two places by design: the suppression list (to block it) and the audit
 record (what was done, for whom).
 """

@@ -19,6 +19,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eventlake.archive import DamagedArchiveFileError, archive_lines
+from eventlake.archive.suppression import is_suppressed
 from eventlake.schema import flatten, segment_type, value_type
 from eventlake.spec import validate
 from eventlake.storage import Location, Storage, to_location
@@ -96,7 +97,7 @@ def parse_line(line: str, suppressed: frozenset[str] = frozenset()) -> tuple[Any
         message_id = message.get("messageId") if isinstance(message, Mapping) else None
         received = parse_timestamp(message.get("receivedAt")) if isinstance(message, Mapping) else None
         return (False, _str_or_none(message_id), received, None, None, None, None, invalid.text, line)
-    if suppressed and isinstance(user_id := message.get("userId"), str) and user_id in suppressed:
+    if is_suppressed(message, suppressed):
         received = parse_timestamp(message["receivedAt"])
         return (False, message["messageId"], received, None, None, None, None, SUPPRESSED, None)
     flat = flatten(message)
