@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import re
+import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 UTC = timezone.utc
@@ -105,3 +107,25 @@ def day_start_ms(value: datetime) -> int:
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """When a run started, on the wall clock (what its report says) and on the monotonic clock (how
+    long it took): the one owner of a run's duration. :meth:`finish` is the start plus the
+    monotonic time elapsed, so a run's finish is never before its start and its duration never
+    counts a step of the machine's clock (NTP, an operator, a VM resumed), however far it jumps."""
+
+    started_at: datetime
+    started_monotonic: float
+
+    @classmethod
+    def start(cls) -> RunClock:
+        return cls(now_utc(), time.monotonic())
+
+    def elapsed_seconds(self) -> float:
+        return time.monotonic() - self.started_monotonic
+
+    def finish(self) -> datetime:
+        """The run's finish time: its start plus the time elapsed since (never before the start)."""
+        return self.started_at + timedelta(seconds=self.elapsed_seconds())

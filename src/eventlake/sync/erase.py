@@ -45,7 +45,6 @@ import hashlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 import orjson
@@ -76,7 +75,7 @@ from eventlake.sync.runner import Hold, error_text, publish, run_source
 from eventlake.sync.stage import RunStage
 from eventlake.sync.state import SyncState
 from eventlake.sync.status import Status
-from eventlake.timestamps import format_timestamp, now_utc
+from eventlake.timestamps import RunClock, format_timestamp
 
 ID_COLUMNS = ("user_id", "anonymous_id", "previous_id")  # a row is the user's by these ...
 OTHER_ID_COLUMNS = ("message_id", "raw_value")  # ... or its message id, or (quarantine) its raw payload
@@ -345,18 +344,19 @@ class SourceErasure:
     def run(self, result: ErasureResult, requested_by: str, catalog: CatalogOnce, scan: ArchiveScan) -> None:
         """The deletion, once the source is held and its interrupted runs completed; ``scan``: the
         archive as read before the lock (:func:`scan_archive`)."""
-        started = now_utc()
+        clock = RunClock.start()
         pending = layout.deletion_pending_file(self.lake, self.source.id, _key(result.user_id))
         identity = self.identity(result.user_id, scan, pending)
         result.linked_anonymous_ids = len(identity.anonymous_ids)
-        result.run_id = RewriteRun.new(RewriteKind.USER_DELETION, started).id  # names its audit record
+        # the run id names its audit record
+        result.run_id = RewriteRun.new(RewriteKind.USER_DELETION, clock.started_at).id
         self.catalog = catalog
         for spec in self.tables():  # tables first, the archive (the source of truth) last
             self.table(spec, identity, result)
         self.archive(identity, result)
         changed = result.archive_files_rewritten or result.table_files_rewritten
         result.status = Status.SUCCESS if changed else Status.NOTHING
-        audit = audit_record(result, self.source.id, requested_by, started)
+        audit = audit_record(result, self.source.id, requested_by, clock)
         path = layout.deletion_audit_file(self.lake, self.source.id, result.run_id)
         self.check()
         self.storage.write(path, orjson.dumps(audit, option=orjson.OPT_INDENT_2))
@@ -437,14 +437,12 @@ class SourceErasure:
         publish(manifest, self.hold, self.state, self.storage, self.lake, load_catalog=self.catalog)
 
 
-def audit_record(
-    result: ErasureResult, source_id: str, requested_by: str, started: datetime
-) -> dict[str, Any]:
+def audit_record(result: ErasureResult, source_id: str, requested_by: str, clock: RunClock) -> dict[str, Any]:
     """The deletion's audit record: the userId, who asked, when, and counts (no other personal data)."""
     return {
         "run_kind": "user deletion", "run_id": result.run_id, "source_id": source_id,
-        "user_id": result.user_id, "requested_by": requested_by, "started_at": format_timestamp(started),
-        "finished_at": format_timestamp(now_utc()),
+        "user_id": result.user_id, "requested_by": requested_by,
+        "started_at": format_timestamp(clock.started_at), "finished_at": format_timestamp(clock.finish()),
         **{k: v for k, v in asdict(result).items() if k not in ("source", "user_id", "run_id", "error")},
     }  # fmt: skip
 

@@ -57,7 +57,7 @@ from eventlake.sync.state import SyncState
 from eventlake.sync.status import Status
 from eventlake.sync.transform import PARSED_SCHEMA, parse_files
 from eventlake.sync.write import write_tables
-from eventlake.timestamps import now_utc
+from eventlake.timestamps import RunClock
 
 
 @dataclass(frozen=True)
@@ -143,11 +143,11 @@ class SourceSync:
         completed = [manifest.report for manifest in self.hold.completed]
         self._checkpoint_reports()
         files = self.selection.files(self)
-        start = now_utc()
-        run_id = new_run_id(start)
+        clock = RunClock.start()  # the run's start and, on the monotonic clock, its duration
+        run_id = new_run_id(clock.started_at)
         if not files:
             return completed_result(completed) or SyncResult(
-                self.source.slug, self.source.id, run_id, Status.NOTHING, start, now_utc()
+                self.source.slug, self.source.id, run_id, Status.NOTHING, clock.started_at, clock.finish()
             )
         megabytes = sum(f.size for f in files) / 1e6
         self.say(f"{self.selection.doing()} {len(files)} archive files ({megabytes:.1f} MB), run {run_id}")
@@ -157,10 +157,10 @@ class SourceSync:
             self.names,
         )  # fmt: skip
         try:
-            manifest, result = self._stage(files, stage, start)
+            manifest, result = self._stage(files, stage, clock)
         except Exception as exc:  # nothing was published: report the failure and re-raise
             failed = SyncResult.failure(
-                self.source.slug, self.source.id, exc, run_id=stage.run_id, start=start,
+                self.source.slug, self.source.id, exc, run_id=stage.run_id, clock=clock,
                 input_files=len(files), bytes_in=sum(f.size for f in files),
             )  # fmt: skip
             report_failure(failed, stage, self.storage, self.lake, self.catalog, self.say)
@@ -186,7 +186,7 @@ class SourceSync:
     # -- the parse and write passes (the stager's): everything goes to the run's stage --------
 
     def _stage(
-        self, files: Sequence[ArchiveFile], stage: RunStage, start: datetime
+        self, files: Sequence[ArchiveFile], stage: RunStage, clock: RunClock
     ) -> tuple[Manifest, SyncResult]:
         """Parse, plan and write to the run's stage: the run's manifest and result."""
         suppressed = SuppressionList(self.storage, self.lake, self.source.id).user_ids()
@@ -206,7 +206,7 @@ class SourceSync:
         if parsed.invalid:
             staged += self.stager.write_invalid(self, parsed, stage)
         tables = [self._table(table, stage, staged) for table in plan.tables.values()]
-        result = self._result(files, stage, start, parsed, plan, staged, [t for t, _ in tables], damaged)
+        result = self._result(files, stage, clock, parsed, plan, staged, [t for t, _ in tables], damaged)
         return self._manifest(result, stage, files, staged, [entry for _, entry in tables]), result
 
     def _damaged(self, files: Sequence[ArchiveFile], parsed: ParsedRun) -> tuple[DamagedFile, ...]:
@@ -233,14 +233,14 @@ class SourceSync:
         return result, entry
 
     def _result(
-        self, files: Sequence[ArchiveFile], stage: RunStage, start: datetime, parsed: ParsedRun, plan: Plan,
+        self, files: Sequence[ArchiveFile], stage: RunStage, clock: RunClock, parsed: ParsedRun, plan: Plan,
         staged: list[StagedFile], tables: list[TableResult], damaged: tuple[DamagedFile, ...],
     ) -> SyncResult:  # fmt: skip
         window = self.selection.window()
         blocked_messages = sum(parsed.observed.counts.get(segment_type, 0) for segment_type in plan.blocked)
         return SyncResult(
             self.source.slug, self.source.id, stage.run_id, Status.PARTIAL if damaged else Status.SUCCESS,
-            start, now_utc(),
+            clock.started_at, clock.finish(),
             tables=tuple(tables), input_files=len(files), bytes_in=sum(f.size for f in files),
             input_messages=parsed.messages, duplicates_dropped=parsed.duplicates,
             rejected_messages=parsed.invalid + blocked_messages, suppressed=parsed.suppressed,

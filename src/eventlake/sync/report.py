@@ -15,7 +15,7 @@ from eventlake.errors import EventLakeError
 from eventlake.storage import Location, Storage, relative_to
 from eventlake.sync.damaged import DamagedFile
 from eventlake.sync.status import Status
-from eventlake.timestamps import format_timestamp, now_utc, parse_timestamp
+from eventlake.timestamps import RunClock, format_timestamp, now_utc, parse_timestamp
 
 REPORTS_DATABASE = "__segment_datalake"
 REPORTS_TABLE = "sync_reports"
@@ -104,13 +104,19 @@ class SyncResult:
     @classmethod
     def failure(
         cls, source: str, source_id: str, exc: BaseException, *, run_id: str = "",
-        start: datetime | None = None, status: Status = Status.FAILED, input_files: int = 0,
-        bytes_in: int = 0,
+        clock: RunClock | None = None, start: datetime | None = None, status: Status = Status.FAILED,
+        input_files: int = 0, bytes_in: int = 0,
     ) -> SyncResult:  # fmt: skip
-        """The result of a run that failed (or was skipped) with ``exc``: nothing was published."""
-        finish = now_utc()
+        """The result of a run that failed (or was skipped) with ``exc``: nothing was published.
+        ``clock``: the run's, when it had started (its start and duration; else ``start``, if
+        known, to now)."""
+        if clock is not None:
+            start, finish = clock.started_at, clock.finish()
+        else:
+            finish = now_utc()
+            start = min(start or finish, finish)
         return cls(
-            source, source_id, run_id, status, start or finish, finish, input_files=input_files,
+            source, source_id, run_id, status, start, finish, input_files=input_files,
             bytes_in=bytes_in, error=f"{type(exc).__name__}: {exc}"[:2000],
             error_code=exc.code if isinstance(exc, EventLakeError) else "internal_error",
         )  # fmt: skip
@@ -127,6 +133,8 @@ class SyncResult:
 
     @property
     def duration_seconds(self) -> float:
+        """How long the run took: its finish is its start plus the monotonic time elapsed
+        (:class:`~eventlake.timestamps.RunClock`), so a step of the wall clock does not count."""
         return (self.finish_time - self.start_time).total_seconds()
 
 
@@ -208,8 +216,9 @@ def completed_result(reports: Sequence[Sequence[dict[str, Any]]]) -> SyncResult 
     last = results[-1]
     if len(results) == 1:
         return last
-    return replace(
-        last, start_time=results[0].start_time, tables=tuple(t for r in results for t in r.tables),
+    return replace(  # their span (the wall clock may have stepped back between two runs)
+        last, start_time=min(r.start_time for r in results),
+        finish_time=max(r.finish_time for r in results), tables=tuple(t for r in results for t in r.tables),
         blocked=tuple(b for r in results for b in r.blocked),
         damaged=tuple(d for r in results for d in r.damaged),
         status=Status.PARTIAL if any(r.status == Status.PARTIAL for r in results) else last.status,
