@@ -24,7 +24,8 @@ What runs (every server on 127.0.0.1, every loop bounded in count and time):
   batch is *never acknowledged*.
 - **faults** (:func:`draw_schedule`, from ``--seed``, printed): ``kill9`` (SIGKILL to ``up`` and every
   process it started, once its log shows a micro-batch, a compaction, a retention run, the reports'
-  day merge or the dedupe index's merge under way: :data:`KILL_AIMS`, :class:`LogWatch`), ``s3_outage`` and ``glue_outage`` (refuse or stall),
+  day merge or the dedupe index's merge under way: :data:`KILL_AIMS`, :class:`LogWatch`),
+  ``s3_outage`` and ``glue_outage`` (refuse or stall),
   ``second_up`` (another ``up``, its own state folder and port, on the same lake: the lease decides),
   ``disk_full`` (the tmpfs filled to ENOSPC: the collector must answer a retryable error, never 200
   for what it could not store), ``clock_step`` (the clock of ``up`` and of everything it starts,
