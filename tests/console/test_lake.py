@@ -231,7 +231,8 @@ def test_a_restarted_console_reads_only_the_older_days_whose_files_changed(
     assert second.totals() == first.totals() and _pages(second) == _pages(first)
 
     late_day = (now - timedelta(days=6)).strftime("%Y-%m-%d")  # a late report into an older day
-    late = now - timedelta(days=6, hours=-1)
+    start = now - timedelta(days=6)  # halfway to that day's end (an hour later crosses midnight after 23:00)
+    late = start + (start.replace(hour=23, minute=59, second=59, microsecond=0) - start) / 2
     _write(settings, _run("ios", "SRC2", "20200101T000000000Z-late", late, rejected_values=5))
     read.clear()
     third = LakeWatch(settings, collector_url=None)
