@@ -53,6 +53,7 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 
+from eventlake.errors import EventLakeError
 from eventlake.storage.location import Location, relative_to
 
 ARCHIVE = "segment-logs"
@@ -61,6 +62,10 @@ STAGE = "segment-stage"
 ARCHIVE_SUFFIX = ".gz"
 REPORT_FILE = "report.json"
 DAY_MS = 86_400_000  # a received day of the archive, in Unix milliseconds
+
+
+class LayoutError(EventLakeError):
+    """A location the lake's layout has no place for."""
 
 
 # raw archive ---------------------------------------------------------------------------------
@@ -376,22 +381,92 @@ def outside_current_version(names: Collection[str], data: Collection[str]) -> li
     return [] if version is None else sorted(n for n in data if not n.startswith(version + "/"))
 
 
-VERSION_PREFIX = "_v-"  # a partition's version folder: _v-000003-<rewrite id>
+VERSION_PREFIX = "v-"  # a partition's version folder, in the lake's versions tree: v-000003-<rewrite id>
+LEGACY_VERSION_PREFIX = "_v-"  # one inside the partition folder (written before the versions tree)
+VERSIONS = "versions"  # segment-data/versions/: the version folders, outside every table's folder
+_VERSIONED_TREES = ("data", "quarantine", "reports")  # the folders of segment-data/ holding tables
 
 
 def version_folder_name(number: int, rewrite_id: str) -> str:
-    """The folder of a partition's content after a rewrite on an object store.
+    """The name of a partition's content after a rewrite on an object store (its folder is
+    :func:`version_dir`).
 
     >>> version_folder_name(3, "compact-20261122T104700123Z-1a2b")
-    '_v-000003-compact-20261122T104700123Z-1a2b'
+    'v-000003-compact-20261122T104700123Z-1a2b'
     """
     return f"{VERSION_PREFIX}{number:06d}-{rewrite_id}"
 
 
 def version_number(name: str) -> int | None:
-    """The number of a version folder's name; None for any other name."""
-    digits = name[len(VERSION_PREFIX) : len(VERSION_PREFIX) + 6]
-    return int(digits) if name.startswith(VERSION_PREFIX) and digits.isdigit() else None
+    """The number of a version folder's name (``v-000003-...``, or ``_v-000003-...`` of a lake
+    written before the versions tree); None for any other name."""
+    for prefix in (VERSION_PREFIX, LEGACY_VERSION_PREFIX):
+        digits = name[len(prefix) : len(prefix) + 6]
+        if name.startswith(prefix) and digits.isdigit():
+            return int(digits)
+    return None
+
+
+def in_versions_tree(name: str) -> bool:
+    """A version folder's name whose folder is in the versions tree (:func:`version_dir`), not
+    inside its partition folder (``_v-``, of a lake written before the tree)."""
+    return name.startswith(VERSION_PREFIX) and version_number(name) is not None
+
+
+def versions_dir(folder: Location) -> Location | None:
+    """Where the version folders of partition ``folder`` are (of every partition below it, for a
+    table's folder): the same path below ``segment-data/versions/`` as ``folder`` below
+    ``segment-data/``, outside every table's folder, so that no reader of a table or a partition
+    (through the catalog, by its location, partition discovery) lists a version it does not point
+    at. None for a folder that is not in a lake's ``segment-data/{data,quarantine,reports}/``.
+
+    >>> from eventlake.storage.location import ObjectPath
+    >>> str(versions_dir(ObjectPath.parse("s3://b/lk/segment-data/data/src/segment_type=page/day=2026-11-22")))
+    's3://b/lk/segment-data/versions/data/src/segment_type=page/day=2026-11-22'
+    >>> versions_dir(Path("/elsewhere/t")) is None
+    True
+    """
+    below: list[str] = []
+    here = folder
+    while here.name:
+        if here.name == DATA and below and below[-1] in _VERSIONED_TREES:
+            return here / VERSIONS / "/".join(reversed(below))
+        below.append(here.name)
+        here = here.parent
+    return None
+
+
+def version_dir(folder: Location, version: str) -> Location:
+    """The folder of partition ``folder``'s version ``version`` (a :func:`version_folder_name`): in
+    the versions tree (:func:`versions_dir`), or inside the partition folder for a ``_v-`` one of a
+    lake written before the tree. Where the catalog points a rewritten partition."""
+    if not in_versions_tree(version):
+        return folder / version
+    home = versions_dir(folder)
+    if home is None:
+        raise LayoutError(
+            f"{folder} is not a partition folder of the lake (segment-data/data/..., quarantine/... "
+            f"or reports/...): no place for its version {version}",
+            folder=str(folder), version=version,
+        )  # fmt: skip
+    return home / version
+
+
+def partition_file(folder: Location, name: str) -> Location:
+    """Where the file ``name`` of partition ``folder`` is, ``name`` relative to the partition as
+    :func:`partition_data` and every listing of :mod:`eventlake.partitions` give it: ``x.parquet``
+    in the folder, ``v-.../x.parquet`` in the version's folder (:func:`version_dir`). Every path of
+    a partition's file that may be a version's is made here.
+
+    >>> str(partition_file(Path("/lk/segment-data/data/s/segment_type=t/day=d"), "v-000001-c/x.parquet"))
+    '/lk/segment-data/versions/data/s/segment_type=t/day=d/v-000001-c/x.parquet'
+    >>> str(partition_file(Path("/p"), "_v-000001-c/x.parquet")), str(partition_file(Path("/p"), "x.parquet"))
+    ('/p/_v-000001-c/x.parquet', '/p/x.parquet')
+    """
+    version, slash, leaf = name.partition("/")
+    if slash and version_number(version) is not None:
+        return version_dir(folder, version) / leaf
+    return folder / name
 
 
 def current_version(names: Collection[str]) -> str | None:

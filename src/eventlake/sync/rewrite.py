@@ -234,25 +234,23 @@ def publish_versions(storage: Storage, rewrites: Sequence[PartitionRewrite], res
     (the manifest's first application: no version folder can hold its marker yet) skips that
     look-up. A crash at any point is completed by a rerun: a file found published is done."""
     if resumed:
-        done = in_parallel(
-            lambda r: storage.exists(to_location(r.folder) / r.version / r.marker), rewrites, BATCH_THREADS
-        )
+        done = in_parallel(lambda r: storage.exists(_version_dir(r) / r.marker), rewrites, BATCH_THREADS)
         rewrites = [rewrite for rewrite, found in zip(rewrites, done, strict=True) if not found]
-    places = [(to_location(r.folder), to_location(r.staged), r) for r in rewrites]
+    places = [(to_location(r.folder), _version_dir(r), to_location(r.staged), r) for r in rewrites]
     storage.publish_many(
         [
-            (source, folder / r.version / name)
-            for folder, _, r in places
+            (source, version / name)
+            for _, version, _, r in places
             for source, name in zip(_sources(r), r.files, strict=True)
         ]
     )
     copies = [  # a later sync's file, a big one: the version holds all the data
-        (folder / name, folder / r.version / name.rsplit("/", 1)[-1])
-        for folder, _, r in places
+        (layout.partition_file(folder, name), version / name.rsplit("/", 1)[-1])
+        for folder, version, _, r in places
         for name in r.kept
     ]
     in_parallel(lambda pair: storage.copy(*pair), copies, BATCH_THREADS)
-    storage.publish_many([(staged / r.marker, folder / r.version / r.marker) for folder, staged, r in places])
+    storage.publish_many([(staged / r.marker, version / r.marker) for _, version, staged, r in places])
 
 
 def switch_partitions(
@@ -299,7 +297,11 @@ def switch_location(catalog: Catalog, rewrite: PartitionRewrite) -> bool:
 
 def version_location(rewrite: PartitionRewrite) -> str:
     """Where the catalog's partition points after the switch: the rewrite's version folder."""
-    return str(to_location(rewrite.folder) / rewrite.version)
+    return str(_version_dir(rewrite))
+
+
+def _version_dir(rewrite: PartitionRewrite) -> Location:
+    return layout.version_dir(to_location(rewrite.folder), rewrite.version)
 
 
 def retire(
@@ -309,7 +311,7 @@ def retire(
     for :func:`drop_retired` to delete once the grace period is over (a rerun records them again,
     later: they only stay longer). Exact names only: a file another writer put into a version folder
     after the rewrite listed it is never deleted with the folder."""
-    files = [str(to_location(r.folder) / name) for r in moved for name in r.retired]
+    files = [str(layout.partition_file(to_location(r.folder), name)) for r in moved for name in r.retired]
     markers = [f for f in files if layout.marker_run_id(f.rsplit("/", 1)[-1]) is not None]
     ordered = sorted(set(files) - set(markers)) + sorted(set(markers))  # markers last
     document = {"retired_at": format_timestamp(now_utc()), "files": ordered, "folders": []}
@@ -342,7 +344,7 @@ def drop_retired(
 def drop_replaced(storage: Storage, folder: Location, names: tuple[str, ...]) -> None:
     """Delete the files a committed rewrite replaced (nothing left to do after a swap)."""
     for name in names:
-        storage.delete(folder / name)
+        storage.delete(layout.partition_file(folder, name))
 
 
 def _swap_local(storage: Storage, rewrite: PartitionRewrite, folder: Location, staged: Location) -> bool:
