@@ -84,10 +84,10 @@ class AthenaLike:
     def lake(self, database: str) -> dict[tuple[str, tuple[str, ...]], int]:
         return {(t, p): n for t in TABLES for p, n in self.counts(database, t).items()}
 
-    def locations(self, database: str) -> list[str]:
+    def locations(self, database: str, tables: tuple[str, ...] = TABLES) -> list[str]:
         return [
             partition["StorageDescriptor"]["Location"]
-            for table in TABLES
+            for table in tables
             for partition in self.glue.get_partitions(DatabaseName=database, TableName=table)["Partitions"]
         ]
 
@@ -148,9 +148,9 @@ def no_hidden_part(location: str) -> bool:
     return not any(part.startswith(("_", ".")) for part in location.removeprefix("s3://").split("/"))
 
 
-def duckdb_counts(lake) -> dict[tuple[str, tuple[str, ...]], int]:
+def duckdb_counts(lake, tables: tuple[str, ...] = TABLES) -> dict[tuple[str, tuple[str, ...]], int]:
     found = {}
-    for table in TABLES:
+    for table in tables:
         sql = f"SELECT day, hr, count(*) AS n FROM {lake.source.database}.{table} GROUP BY day, hr"
         for row in run_query(lake.settings, sql, engine="duckdb").rows:
             found[(table, (row["day"], row["hr"]))] = row["n"]
@@ -247,3 +247,44 @@ def test_a_reader_through_glue_sees_each_partition_before_or_after_every_rewrite
         for info in storage.list(folder, "**/*")
     ]
     assert any("/hr=08/" in path for path in left) and not any("/hr=07/" in path for path in left), left
+
+
+def test_a_partition_rewritten_into_the_partition_folder_by_an_earlier_version_moves_out_at_its_next_rewrite(
+    s3_lake, spark, moto, monkeypatch
+):
+    """A lake whose rewrites put version folders inside the partition folder (``_v-``, before the
+    versions tree) is read as it was, and the next rewrite moves the partition into the tree; the
+    grace period then deletes the old version folder."""
+    lake = s3_lake
+    settings = dataclasses.replace(lake.settings, compact=dataclasses.replace(lake.settings.compact,
+                                                                            older_than_hours=0))  # fmt: skip
+    for batch in range(2):
+        lake.archive([message("page", f"p-{batch}-{n}", f"u{n}") for n in range(3)], DAY + timedelta(hours=7))
+        (synced,) = run_sync(settings, spark=spark, say=quiet)
+        assert synced.status == "Success", synced
+    reader, everything = AthenaLike(moto.endpoint), AthenaLike(moto.endpoint, hide=False)
+    database, key = lake.source.database, ("2026-11-19", "07")
+    with monkeypatch.context() as earlier:  # the previous version's name: a folder inside the partition
+        earlier.setattr(layout, "version_folder_name", lambda number, run: f"_v-{number:06d}-{run}")
+        [compacted] = compact_sources(settings, [lake.slug], say=quiet)
+    assert compacted.partitions == 1, compacted
+    [location] = reader.locations(database, ("page",))
+    assert "/hr=07/_v-000001-compact-" in location  # the old layout, exactly
+    assert reader.counts(database, "page") == {key: 6} == everything.counts(database, "page")
+    assert duckdb_counts(lake, ("page",))[("page", key)] == 6
+
+    [erased] = delete_user(settings, "u1", [lake.slug], say=quiet)  # the next rewrite
+    assert erased.rows_deleted == 2, erased
+    [location] = reader.locations(database, ("page",))
+    assert "/segment-data/versions/data/" in location and location.endswith(
+        "/hr=07/" + location.rsplit("/", 1)[-1]
+    )
+    assert location.rsplit("/", 1)[-1].startswith("v-000002-compact-") and no_hidden_part(location)
+    assert reader.counts(database, "page") == {key: 4} == everything.counts(database, "page")
+    settings = dataclasses.replace(settings, sync=dataclasses.replace(settings.sync, rewrite_grace_minutes=0))
+    compact_sources(settings, [lake.slug], say=quiet)  # past the grace period: the old files go
+    storage = settings.lake.storage()
+    folder = layout.table_dir(settings.lake.root, lake.source.dir_name, "page") / "day=2026-11-19" / "hr=07"
+    assert not storage.list(folder, "**/*")
+    assert reader.counts(database, "page") == {key: 4} == everything.counts(database, "page")
+    assert duckdb_counts(lake, ("page",))[("page", key)] == 4
