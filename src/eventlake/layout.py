@@ -6,6 +6,7 @@ Lake root (Segment-compatible layout)::
     segment-data/data/<source-id>/segment_type=<t>/day=<d>/hr=<h>/    lake tables (Parquet)
     segment-data/quarantine/<source-id>/run_id=<r>/                   rejected messages and values
     segment-data/reports/day=<d>/source=<source-id>/report-<r>.json  run reports (merged daily)
+    segment-data/versions/<path below segment-data>/v-<n>-<r>/       a rewritten partition's version
     segment-data/_state/{ledger,dedupe,pending,schemas}/...          durable sync state
     segment-data/_state/suppression/<source-id>.json                  suppressed userIds (collector)
     segment-data/_state/deletions/<source-id>/<run-id>.json            user deletions' audit records
@@ -22,16 +23,19 @@ applies it, through :mod:`eventlake.partitions`)::
     part-compact-<run>-00000.parquet     a compaction's output: data once its marker is in the folder
     _compact-<run>.json                  that compaction's commit marker: the files it ``replaced``
                                          are no longer data (they are deleted right after)
-    _v-000003-<rewrite>/                 a version folder (object stores): the partition's content
-                                         after a rewrite, committed by the rewrite's
-                                         ``_compact-<rewrite>.json`` marker inside it; the committed
-                                         one with the highest number is the partition's current
-                                         version: its data files are data, and so is every data file
-                                         outside it that its marker does not ``covers`` (one another
-                                         writer put into the folder after the rewrite listed it:
-                                         Segment Data Lakes during a migration's overlap). eventlake
-                                         writes only into a partition's current folder, so a file of
-                                         its own outside the current version is never data
+    v-000003-<rewrite>/<file>            a version of the partition (object stores): its content after a
+                                         rewrite, committed by the rewrite's ``_compact-<rewrite>.json``
+                                         marker in it; named relative to the partition folder, it is
+                                         in the versions tree (:func:`version_dir`), or inside the
+                                         folder for a ``_v-000003-<rewrite>/`` of a lake written
+                                         before the tree. The committed one with the highest number
+                                         is the partition's current version: its data files are
+                                         data, and so is every data file outside it that its marker
+                                         does not ``covers`` (one another writer put into the folder
+                                         after the rewrite listed it: Segment Data Lakes during a
+                                         migration's overlap). eventlake writes only into a
+                                         partition's current folder, so a file of its own outside
+                                         the current version is never data
     .* and _*                            never data (as for Spark, Hive and Athena)
 
 The states a partition goes through are in ``docs/sync.md`` ("A partition's states") and
@@ -39,9 +43,13 @@ The states a partition goes through are in ``docs/sync.md`` ("A partition's stat
 
 How a rewrite of a partition moves readers from one set of files to the other is in
 :mod:`eventlake.sync.rewrite`; reading these names through storage is :mod:`eventlake.partitions`.
-A version folder's name starts with ``_`` and holds no ``=``: Spark, Hive and Athena skip it when
-they list the partition folder, and partition discovery (``MSCK REPAIR``, a crawler) never takes it
-for a partition value. Nothing here reads or writes storage.
+A version's folder is outside every table's folder: ``segment-data/versions/`` then the partition's
+path below ``segment-data/`` (:func:`versions_dir`), then ``v-<n>-<rewrite>`` (:func:`version_dir`;
+a name relative to the partition becomes a location in :func:`partition_file`, nowhere else). The
+catalog's location of a rewritten partition points there, so no location holds the old files or
+another version (a reader listing it recursively, hiding nothing, sees one version), none has a part
+starting with ``_`` or ``.``, and partition discovery of a table (``MSCK REPAIR``, a crawler) never
+sees a version. Nothing here reads or writes storage.
 """
 
 from __future__ import annotations
@@ -535,9 +543,11 @@ def quarantine_dir(lake: Location, source_id: str) -> Location:
 #     report-<run>.json                 one run's report (the day is still being written, or late)
 #     reports-compact-<merge>.json      a day's runs merged into one file, data once its marker is
 #     _compact-<merge>.json             there (its ``replaced``: the per-run files it holds)
-#     _v-000001-compact-<merge>/        on an object store, the merged file and its marker (and the
-#                                       reports written into the day after it) in a version folder
-#                                       that the catalog's partition points at, as a rewritten table's
+#     v-000001-compact-<merge>/         on an object store, the merged file and its marker (and the
+#                                       reports written into the day after it) in a version (in
+#                                       segment-data/versions/reports/day=<d>/source=<s>/; ``_v-``
+#                                       inside the day folder in older lakes) that the catalog's
+#                                       partition points at, as a rewritten table's
 #     run_id=<run>/report.json          a report of a lake written before the daily merge (a
 #                                       partition per run then); merged at the source's first sync
 #

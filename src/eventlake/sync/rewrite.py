@@ -10,13 +10,16 @@ A rewrite stages the partition's new content (:func:`stage_output`, :func:`finis
 then, on a local disk, swaps the staged folder with the partition folder in one
 ``renameat2(RENAME_EXCHANGE)``: any reader that lists the folder (Spark through the metastore, Hive,
 DuckDB) sees the old files or the new ones, and the catalog's location does not change. On an object
-store (or a disk that cannot exchange folders) it publishes the new content into a new version
-folder ``_v-<number>-<rewrite>/`` inside the partition folder, with the files the partition keeps
-copied there, then the marker (eventlake's readers switch here), then moves the partition's location
-in the catalog to the version folder in one change (Glue BatchUpdatePartition, Hive ``ALTER TABLE ...
-PARTITION ... SET LOCATION``: readers through the catalog switch here). The old files stay for
-``sync.rewrite_grace_minutes`` (recorded in ``_state/retired/<source-id>/``), for queries still
-reading them.
+store it publishes the new content into a new version folder ``v-<number>-<rewrite>/`` outside
+the table's folder (:func:`eventlake.layout.version_dir`: ``segment-data/versions/<the partition's
+path>/``, so that no reader of the partition's location ever lists two versions), with the files
+the partition keeps copied there, then the marker (eventlake's readers switch here), then moves the
+partition's location in the catalog to the version folder in one change (Glue BatchUpdatePartition,
+Hive ``ALTER TABLE ... PARTITION ... SET LOCATION``: readers through the catalog switch here). The
+old files stay for ``sync.rewrite_grace_minutes`` (recorded in ``_state/retired/<source-id>/``), for
+queries still reading them. A local file system that cannot exchange folders (NFS, some FUSE ones)
+rewrites in place instead (:func:`apply_rewrite`): a reader listing the folder sees both sets of
+files between the new files' publishing and the old ones' deletes.
 
 What a rewrite supersedes and retires has one owner here: :func:`finish_rewrite` records, in the
 version folder's marker, every name of the partition it listed (``covers``: a file another writer
