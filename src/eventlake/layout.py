@@ -485,6 +485,19 @@ def current_version(names: Collection[str]) -> str | None:
     return versions[0] if versions else None
 
 
+def version_inside_partition(names: Collection[str]) -> bool:
+    """Whether the partition's current version is a ``_v-`` folder inside the partition folder (of a
+    lake written before the versions tree): its location has a part starting with ``_``, and the
+    next rewrite (compaction takes it) moves it to the tree.
+
+    >>> inside, tree = ["_v-000001-c/_compact-c.json"], ["v-000001-c/_compact-c.json"]
+    >>> version_inside_partition(inside), version_inside_partition(tree), version_inside_partition([])
+    (True, False, False)
+    """
+    version = current_version(names)
+    return version is not None and not in_versions_tree(version)
+
+
 def committed_versions(names: Collection[str]) -> list[str]:
     """The version folders among ``names`` holding a commit marker, highest number first."""
     committed = {

@@ -249,42 +249,49 @@ def test_a_reader_through_glue_sees_each_partition_before_or_after_every_rewrite
     assert any("/hr=08/" in path for path in left) and not any("/hr=07/" in path for path in left), left
 
 
-def test_a_partition_rewritten_into_the_partition_folder_by_an_earlier_version_moves_out_at_its_next_rewrite(
+def test_partitions_rewritten_into_their_folder_by_an_earlier_version_move_out_at_their_next_rewrite(
     s3_lake, spark, moto, monkeypatch
 ):
     """A lake whose rewrites put version folders inside the partition folder (``_v-``, before the
-    versions tree) is read as it was, and the next rewrite moves the partition into the tree; the
-    grace period then deletes the old version folder."""
+    versions tree) is read as it was; a partition's next rewrite moves it into the tree, and so does
+    the next compaction of one nothing else rewrites; the grace period then deletes the old ones."""
     lake = s3_lake
     settings = dataclasses.replace(lake.settings, compact=dataclasses.replace(lake.settings.compact,
                                                                             older_than_hours=0))  # fmt: skip
     for batch in range(2):
-        lake.archive([message("page", f"p-{batch}-{n}", f"u{n}") for n in range(3)], DAY + timedelta(hours=7))
+        for hour in (7, 8):  # u1 in hour 07 only
+            messages = [message("page", f"p-{hour}-{batch}-{n}", f"u{n + 3 * (hour - 7)}") for n in range(3)]
+            lake.archive(messages, DAY + timedelta(hours=hour))
         (synced,) = run_sync(settings, spark=spark, say=quiet)
         assert synced.status == "Success", synced
     reader, everything = AthenaLike(moto.endpoint), AthenaLike(moto.endpoint, hide=False)
-    database, key = lake.source.database, ("2026-11-19", "07")
+    database, seven, eight = lake.source.database, ("2026-11-19", "07"), ("2026-11-19", "08")
+    counts = lambda: (reader.counts(database, "page"), everything.counts(database, "page"))  # noqa: E731
     with monkeypatch.context() as earlier:  # the previous version's name: a folder inside the partition
         earlier.setattr(layout, "version_folder_name", lambda number, run: f"_v-{number:06d}-{run}")
         [compacted] = compact_sources(settings, [lake.slug], say=quiet)
-    assert compacted.partitions == 1, compacted
-    [location] = reader.locations(database, ("page",))
-    assert "/hr=07/_v-000001-compact-" in location  # the old layout, exactly
-    assert reader.counts(database, "page") == {key: 6} == everything.counts(database, "page")
-    assert duckdb_counts(lake, ("page",))[("page", key)] == 6
+    assert compacted.partitions == 2, compacted
+    locations = reader.locations(database, ("page",))
+    assert all("/_v-000001-compact-" in loc for loc in locations), locations  # the old layout, exactly
+    assert counts() == ({seven: 6, eight: 6},) * 2
+    assert duckdb_counts(lake, ("page",)) == {("page", seven): 6, ("page", eight): 6}
 
-    [erased] = delete_user(settings, "u1", [lake.slug], say=quiet)  # the next rewrite
+    [erased] = delete_user(settings, "u1", [lake.slug], say=quiet)  # hour 07's next rewrite
     assert erased.rows_deleted == 2, erased
-    [location] = reader.locations(database, ("page",))
-    assert "/segment-data/versions/data/" in location and location.endswith(
-        "/hr=07/" + location.rsplit("/", 1)[-1]
-    )
-    assert location.rsplit("/", 1)[-1].startswith("v-000002-compact-") and no_hidden_part(location)
-    assert reader.counts(database, "page") == {key: 4} == everything.counts(database, "page")
+    by_hour = {loc.split("/hr=")[1][:2]: loc for loc in reader.locations(database, ("page",))}
+    assert "/segment-data/versions/data/" in by_hour["07"] and "/hr=07/v-000002-compact-" in by_hour["07"]
+    assert "/_v-000001-compact-" in by_hour["08"]
+    assert counts() == ({seven: 4, eight: 6},) * 2
+    # past the grace period: the next compaction moves hour 08 out (nothing else to compact there)
     settings = dataclasses.replace(settings, sync=dataclasses.replace(settings.sync, rewrite_grace_minutes=0))
-    compact_sources(settings, [lake.slug], say=quiet)  # past the grace period: the old files go
+    [moved] = compact_sources(settings, [lake.slug], say=quiet)
+    assert moved.partitions == 1 and moved.files_out == 0, moved
+    locations = reader.locations(database, ("page",))
+    assert all("/segment-data/versions/data/" in loc and no_hidden_part(loc) for loc in locations), locations
+    assert counts() == ({seven: 4, eight: 6},) * 2
+    [again] = compact_sources(settings, [lake.slug], say=quiet)  # nothing left to move; the old files go
+    assert again.partitions == 0, again
     storage = settings.lake.storage()
-    folder = layout.table_dir(settings.lake.root, lake.source.dir_name, "page") / "day=2026-11-19" / "hr=07"
-    assert not storage.list(folder, "**/*")
-    assert reader.counts(database, "page") == {key: 4} == everything.counts(database, "page")
-    assert duckdb_counts(lake, ("page",))[("page", key)] == 4
+    assert not storage.list(layout.table_dir(settings.lake.root, lake.source.dir_name, "page"), "**/*")
+    assert counts() == ({seven: 4, eight: 6},) * 2
+    assert duckdb_counts(lake, ("page",)) == {("page", seven): 4, ("page", eight): 6}
