@@ -6,6 +6,7 @@ Lake root (Segment-compatible layout)::
     segment-data/data/<source-id>/segment_type=<t>/day=<d>/hr=<h>/    lake tables (Parquet)
     segment-data/quarantine/<source-id>/run_id=<r>/                   rejected messages and values
     segment-data/reports/day=<d>/source=<source-id>/report-<r>.json  run reports (merged daily)
+    segment-data/versions/<path below segment-data>/v-<n>-<r>/       a rewritten partition's version
     segment-data/_state/{ledger,dedupe,pending,schemas}/...          durable sync state
     segment-data/_state/suppression/<source-id>.json                  suppressed userIds (collector)
     segment-data/_state/deletions/<source-id>/<run-id>.json            user deletions' audit records
@@ -22,16 +23,19 @@ applies it, through :mod:`eventlake.partitions`)::
     part-compact-<run>-00000.parquet     a compaction's output: data once its marker is in the folder
     _compact-<run>.json                  that compaction's commit marker: the files it ``replaced``
                                          are no longer data (they are deleted right after)
-    _v-000003-<rewrite>/                 a version folder (object stores): the partition's content
-                                         after a rewrite, committed by the rewrite's
-                                         ``_compact-<rewrite>.json`` marker inside it; the committed
-                                         one with the highest number is the partition's current
-                                         version: its data files are data, and so is every data file
-                                         outside it that its marker does not ``covers`` (one another
-                                         writer put into the folder after the rewrite listed it:
-                                         Segment Data Lakes during a migration's overlap). eventlake
-                                         writes only into a partition's current folder, so a file of
-                                         its own outside the current version is never data
+    v-000003-<rewrite>/<file>            a version of the partition (object stores): its content after a
+                                         rewrite, committed by the rewrite's ``_compact-<rewrite>.json``
+                                         marker in it; named relative to the partition folder, it is
+                                         in the versions tree (:func:`version_dir`), or inside the
+                                         folder for a ``_v-000003-<rewrite>/`` of a lake written
+                                         before the tree. The committed one with the highest number
+                                         is the partition's current version: its data files are
+                                         data, and so is every data file outside it that its marker
+                                         does not ``covers`` (one another writer put into the folder
+                                         after the rewrite listed it: Segment Data Lakes during a
+                                         migration's overlap). eventlake writes only into a
+                                         partition's current folder, so a file of its own outside
+                                         the current version is never data
     .* and _*                            never data (as for Spark, Hive and Athena)
 
 The states a partition goes through are in ``docs/sync.md`` ("A partition's states") and
@@ -39,9 +43,13 @@ The states a partition goes through are in ``docs/sync.md`` ("A partition's stat
 
 How a rewrite of a partition moves readers from one set of files to the other is in
 :mod:`eventlake.sync.rewrite`; reading these names through storage is :mod:`eventlake.partitions`.
-A version folder's name starts with ``_`` and holds no ``=``: Spark, Hive and Athena skip it when
-they list the partition folder, and partition discovery (``MSCK REPAIR``, a crawler) never takes it
-for a partition value. Nothing here reads or writes storage.
+A version's folder is outside every table's folder: ``segment-data/versions/`` then the partition's
+path below ``segment-data/`` (:func:`versions_dir`), then ``v-<n>-<rewrite>`` (:func:`version_dir`;
+a name relative to the partition becomes a location in :func:`partition_file`, nowhere else). The
+catalog's location of a rewritten partition points there, so no location holds the old files or
+another version (a reader listing it recursively, hiding nothing, sees one version), none has a part
+starting with ``_`` or ``.``, and partition discovery of a table (``MSCK REPAIR``, a crawler) never
+sees a version. Nothing here reads or writes storage.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 
+from eventlake.errors import EventLakeError
 from eventlake.storage.location import Location, relative_to
 
 ARCHIVE = "segment-logs"
@@ -61,6 +70,10 @@ STAGE = "segment-stage"
 ARCHIVE_SUFFIX = ".gz"
 REPORT_FILE = "report.json"
 DAY_MS = 86_400_000  # a received day of the archive, in Unix milliseconds
+
+
+class LayoutError(EventLakeError):
+    """A location the lake's layout has no place for."""
 
 
 # raw archive ---------------------------------------------------------------------------------
@@ -376,22 +389,92 @@ def outside_current_version(names: Collection[str], data: Collection[str]) -> li
     return [] if version is None else sorted(n for n in data if not n.startswith(version + "/"))
 
 
-VERSION_PREFIX = "_v-"  # a partition's version folder: _v-000003-<rewrite id>
+VERSION_PREFIX = "v-"  # a partition's version folder, in the lake's versions tree: v-000003-<rewrite id>
+LEGACY_VERSION_PREFIX = "_v-"  # one inside the partition folder (written before the versions tree)
+VERSIONS = "versions"  # segment-data/versions/: the version folders, outside every table's folder
+_VERSIONED_TREES = ("data", "quarantine", "reports")  # the folders of segment-data/ holding tables
 
 
 def version_folder_name(number: int, rewrite_id: str) -> str:
-    """The folder of a partition's content after a rewrite on an object store.
+    """The name of a partition's content after a rewrite on an object store (its folder is
+    :func:`version_dir`).
 
     >>> version_folder_name(3, "compact-20261122T104700123Z-1a2b")
-    '_v-000003-compact-20261122T104700123Z-1a2b'
+    'v-000003-compact-20261122T104700123Z-1a2b'
     """
     return f"{VERSION_PREFIX}{number:06d}-{rewrite_id}"
 
 
 def version_number(name: str) -> int | None:
-    """The number of a version folder's name; None for any other name."""
-    digits = name[len(VERSION_PREFIX) : len(VERSION_PREFIX) + 6]
-    return int(digits) if name.startswith(VERSION_PREFIX) and digits.isdigit() else None
+    """The number of a version folder's name (``v-000003-...``, or ``_v-000003-...`` of a lake
+    written before the versions tree); None for any other name."""
+    for prefix in (VERSION_PREFIX, LEGACY_VERSION_PREFIX):
+        digits = name[len(prefix) : len(prefix) + 6]
+        if name.startswith(prefix) and digits.isdigit():
+            return int(digits)
+    return None
+
+
+def in_versions_tree(name: str) -> bool:
+    """A version folder's name whose folder is in the versions tree (:func:`version_dir`), not
+    inside its partition folder (``_v-``, of a lake written before the tree)."""
+    return name.startswith(VERSION_PREFIX) and version_number(name) is not None
+
+
+def versions_dir(folder: Location) -> Location | None:
+    """Where the version folders of partition ``folder`` are (of every partition below it, for a
+    table's folder): the same path below ``segment-data/versions/`` as ``folder`` below
+    ``segment-data/``, outside every table's folder, so that no reader of a table or a partition
+    (through the catalog, by its location, partition discovery) lists a version it does not point
+    at. None for a folder that is not in a lake's ``segment-data/{data,quarantine,reports}/``.
+
+    >>> from eventlake.storage.location import ObjectPath
+    >>> str(versions_dir(ObjectPath.parse("s3://b/lk/segment-data/data/src/segment_type=page/day=2026-11-22")))
+    's3://b/lk/segment-data/versions/data/src/segment_type=page/day=2026-11-22'
+    >>> versions_dir(Path("/elsewhere/t")) is None
+    True
+    """
+    below: list[str] = []
+    here = folder
+    while here.name:
+        if here.name == DATA and below and below[-1] in _VERSIONED_TREES:
+            return here / VERSIONS / "/".join(reversed(below))
+        below.append(here.name)
+        here = here.parent
+    return None
+
+
+def version_dir(folder: Location, version: str) -> Location:
+    """The folder of partition ``folder``'s version ``version`` (a :func:`version_folder_name`): in
+    the versions tree (:func:`versions_dir`), or inside the partition folder for a ``_v-`` one of a
+    lake written before the tree. Where the catalog points a rewritten partition."""
+    if not in_versions_tree(version):
+        return folder / version
+    home = versions_dir(folder)
+    if home is None:
+        raise LayoutError(
+            f"{folder} is not a partition folder of the lake (segment-data/data/..., quarantine/... "
+            f"or reports/...): no place for its version {version}",
+            folder=str(folder), version=version,
+        )  # fmt: skip
+    return home / version
+
+
+def partition_file(folder: Location, name: str) -> Location:
+    """Where the file ``name`` of partition ``folder`` is, ``name`` relative to the partition as
+    :func:`partition_data` and every listing of :mod:`eventlake.partitions` give it: ``x.parquet``
+    in the folder, ``v-.../x.parquet`` in the version's folder (:func:`version_dir`). Every path of
+    a partition's file that may be a version's is made here.
+
+    >>> str(partition_file(Path("/lk/segment-data/data/s/segment_type=t/day=d"), "v-000001-c/x.parquet"))
+    '/lk/segment-data/versions/data/s/segment_type=t/day=d/v-000001-c/x.parquet'
+    >>> str(partition_file(Path("/p"), "_v-000001-c/x.parquet")), str(partition_file(Path("/p"), "x.parquet"))
+    ('/p/_v-000001-c/x.parquet', '/p/x.parquet')
+    """
+    version, slash, leaf = name.partition("/")
+    if slash and version_number(version) is not None:
+        return version_dir(folder, version) / leaf
+    return folder / name
 
 
 def current_version(names: Collection[str]) -> str | None:
@@ -400,6 +483,19 @@ def current_version(names: Collection[str]) -> str | None:
     does (the partition's data is the files in its folder)."""
     versions = committed_versions(names)
     return versions[0] if versions else None
+
+
+def version_inside_partition(names: Collection[str]) -> bool:
+    """Whether the partition's current version is a ``_v-`` folder inside the partition folder (of a
+    lake written before the versions tree): its location has a part starting with ``_``, and the
+    next rewrite (compaction takes it) moves it to the tree.
+
+    >>> inside, tree = ["_v-000001-c/_compact-c.json"], ["v-000001-c/_compact-c.json"]
+    >>> version_inside_partition(inside), version_inside_partition(tree), version_inside_partition([])
+    (True, False, False)
+    """
+    version = current_version(names)
+    return version is not None and not in_versions_tree(version)
 
 
 def committed_versions(names: Collection[str]) -> list[str]:
@@ -460,9 +556,11 @@ def quarantine_dir(lake: Location, source_id: str) -> Location:
 #     report-<run>.json                 one run's report (the day is still being written, or late)
 #     reports-compact-<merge>.json      a day's runs merged into one file, data once its marker is
 #     _compact-<merge>.json             there (its ``replaced``: the per-run files it holds)
-#     _v-000001-compact-<merge>/        on an object store, the merged file and its marker (and the
-#                                       reports written into the day after it) in a version folder
-#                                       that the catalog's partition points at, as a rewritten table's
+#     v-000001-compact-<merge>/         on an object store, the merged file and its marker (and the
+#                                       reports written into the day after it) in a version (in
+#                                       segment-data/versions/reports/day=<d>/source=<s>/; ``_v-``
+#                                       inside the day folder in older lakes) that the catalog's
+#                                       partition points at, as a rewritten table's
 #     run_id=<run>/report.json          a report of a lake written before the daily merge (a
 #                                       partition per run then); merged at the source's first sync
 #

@@ -10,7 +10,7 @@ names are in :mod:`eventlake.layout`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 import orjson
 
@@ -58,7 +58,7 @@ def read_marker(storage: Storage, folder: Location) -> Callable[[str], Marker]:
 
     def read(name: str) -> Marker:
         if name not in found:
-            found[name] = parse_marker(storage.read(folder / name))
+            found[name] = parse_marker(storage.read(layout.partition_file(folder, name)))
         return found[name]
 
     return read
@@ -97,40 +97,66 @@ def holds_foreign_data(
     return any(bool(reader(marker).foreign) for marker in markers)
 
 
+def list_partition_files(
+    storage: Storage, root: Location, pattern: str
+) -> Iterator[tuple[list[str], FileInfo]]:
+    """The files under ``root`` (a table's or a partition's folder, or one between) whose path
+    relative to it matches ``pattern``, each with that path's parts, as if the version folders of the
+    partitions below ``root`` were inside their partition folders: the partition's files and its
+    ``_v-`` version folders' (a lake written before the versions tree), then its versions tree's
+    (:func:`eventlake.layout.versions_dir`; one listing more). A folder inside a partition folder
+    named like a version of the tree is not one: its files are not taken. Every listing of
+    partitions goes through here."""
+    for info in storage.list(root, pattern):
+        parts = relative_to(info.path, root).as_posix().split("/")
+        if len(parts) < 2 or not layout.in_versions_tree(parts[-2]):
+            yield parts, info
+    home = layout.versions_dir(root)
+    if home is None:
+        return
+    for info in storage.list(home, pattern):
+        parts = relative_to(info.path, home).as_posix().split("/")
+        if len(parts) >= 2 and layout.in_versions_tree(parts[-2]):
+            yield parts, info
+
+
 def partition_listing(
     storage: Storage, location: Location, depth: int
 ) -> dict[Location, dict[str, FileInfo]]:
     """Every file (data, markers, anything else not hidden) of each partition folder of a table
-    with ``depth`` partition keys, by folder and name relative to the folder (a version folder's
-    files as ``_v-.../name``): one listing of the table."""
+    with ``depth`` partition keys, by folder and name relative to the folder (a version's files as
+    ``v-.../name``, wherever the version is: :func:`eventlake.layout.partition_file`): two listings
+    of the table (its folder, its versions tree)."""
     folders: dict[Location, dict[str, FileInfo]] = {}
-    for info in storage.list(location, "*/" * depth + "**/*"):
-        parts = relative_to(info.path, location).as_posix().split("/")
-        if len(parts) == depth + 1:
-            folders.setdefault(info.path.parent, {})[parts[-1]] = info
-        elif len(parts) == depth + 2 and version_number(parts[depth]) is not None:
-            folders.setdefault(info.path.parent.parent, {})[f"{parts[depth]}/{parts[-1]}"] = info
+    for parts, info in list_partition_files(storage, location, "*/" * depth + "**/*"):
+        if len(parts) == depth + 1 or (len(parts) == depth + 2 and version_number(parts[depth]) is not None):
+            folders.setdefault(_below(location, parts[:depth]), {})["/".join(parts[depth:])] = info
     return folders
+
+
+def _below(root: Location, parts: list[str]) -> Location:
+    for part in parts:
+        root = root / part
+    return root
 
 
 def folder_names(storage: Storage, folder: Location) -> dict[str, FileInfo]:
     """The files of one partition folder, by name relative to it (as :func:`partition_listing`)."""
     found = {}
-    for info in storage.list(folder, "**/*"):
-        parts = relative_to(info.path, folder).as_posix().split("/")
+    for parts, info in list_partition_files(storage, folder, "**/*"):
         if len(parts) == 1 or (len(parts) == 2 and version_number(parts[0]) is not None):
             found["/".join(parts)] = info
     return found
 
 
 def current_folder(storage: Storage, folder: Location) -> Location:
-    """Where a partition's data is now: its current version folder, or the folder itself."""
+    """Where a partition's data is now: its current version's folder, or the folder itself."""
     return _current(folder, folder_names(storage, folder))
 
 
 def _current(folder: Location, names: Collection[str]) -> Location:
     version = current_version(names)
-    return folder / version if version is not None else folder
+    return layout.version_dir(folder, version) if version is not None else folder
 
 
 def current_folders(
@@ -150,8 +176,7 @@ def current_folders(
         if len(members) == 1:
             return {members[0]: current_folder(storage, members[0])}
         names: dict[str, dict[str, FileInfo]] = {member.name: {} for member in members}
-        for info in storage.list(parent, "*/**/*"):
-            first, *parts = relative_to(info.path, parent).as_posix().split("/")
+        for (first, *parts), info in list_partition_files(storage, parent, "*/**/*"):
             if first in names and (
                 len(parts) == 1 or (len(parts) == 2 and version_number(parts[0]) is not None)
             ):
@@ -180,8 +205,8 @@ def report_folder_names(storage: Storage, folder: Location) -> dict[str, FileInf
     """The files of one source's day folder by name relative to it: its own, its version folders'
     and the per-run folders' of a lake written before the merge (one listing)."""
     found = {}
-    for info in storage.list(folder, "**/*"):
-        name = relative_to(info.path, folder).as_posix()
+    for parts, info in list_partition_files(storage, folder, "**/*"):
+        name = "/".join(parts)
         if layout.in_report_folder(name):
             found[name] = info
     return found
@@ -207,11 +232,8 @@ def report_table_files(storage: Storage, location: Location) -> list[Location]:
 
 def _report_files(storage: Storage, root: Location, pattern: str, depth: int) -> list[Location]:
     folders: dict[Location, dict[str, FileInfo]] = {}
-    for info in storage.list(root, pattern):
-        parts = relative_to(info.path, root).as_posix().split("/")
-        folder, name = root, "/".join(parts[depth:])
-        for part in parts[:depth]:
-            folder = folder / part
+    for parts, info in list_partition_files(storage, root, pattern):
+        folder, name = _below(root, parts[:depth]), "/".join(parts[depth:])
         if layout.in_report_folder(name):
             folders.setdefault(folder, {})[name] = info
     found = []

@@ -146,8 +146,11 @@ def test_a_reports_day_merged_on_an_object_store_is_registered_at_its_version_fo
     lake = tmp_path / "lake"
     merged = layout.report_folder(lake, "2026-11-20", "s1")
     version = layout.version_folder_name(1, "compact-20261121T000100123Z-1a2b")
-    touch(merged / version / layout.merged_report_name("compact-20261121T000100123Z-1a2b"))
-    touch(merged / version / layout.compaction_marker_name("compact-20261121T000100123Z-1a2b"))
+    touch(layout.version_dir(merged, version) / layout.merged_report_name("compact-20261121T000100123Z-1a2b"))
+    touch(
+        layout.version_dir(merged, version)
+        / layout.compaction_marker_name("compact-20261121T000100123Z-1a2b")
+    )
     touch(layout.report_file(lake, "2026-11-21", "s1", "20261121T101500123Z-3c4d"))  # today: not merged
     spec = reports_table(lake)
     assert table_partitions(DISK, spec).on_disk == [("s1", "2026-11-21")]
@@ -155,7 +158,8 @@ def test_a_reports_day_merged_on_an_object_store_is_registered_at_its_version_fo
     catalog = MemoryCatalog()
     assert repair_table(catalog, DISK, spec).partitions == 2
     assert catalog.partitions(spec.database, spec.name) == [("s1", "2026-11-20"), ("s1", "2026-11-21")]
-    assert catalog.locations == {(spec.database, spec.name, ("s1", "2026-11-20")): f"{merged}/{version}"}
+    where = tmp_path / "lake/segment-data/versions/reports/day=2026-11-20/source=s1" / version
+    assert catalog.locations == {(spec.database, spec.name, ("s1", "2026-11-20")): str(where)}
 
 
 def test_repair_table_creates_then_keeps_and_completes(tmp_path: Path) -> None:

@@ -178,9 +178,10 @@ def test_adopt_runs_again_after_a_compaction_and_seeds_from_the_version_folder(a
     folder = old_folder(lake)
     names = partitions.folder_names(storage, folder)
     version = layout.current_version(names)
-    storage.write(folder / f"{version}/part-00000-copied.c000.snappy.parquet",
-                  storage.read(folder / partitions.partition_files(storage, folder, names)[0]))  # fmt: skip
-    storage.delete(folder / partitions.partition_files(storage, folder, names)[0])
+    [first] = partitions.partition_files(storage, folder, names)[:1]
+    storage.write(layout.partition_file(folder, f"{version}/part-00000-copied.c000.snappy.parquet"),
+                  storage.read(layout.partition_file(folder, first)))  # fmt: skip
+    storage.delete(layout.partition_file(folder, first))
     assert not adopt_source(lake.settings, lake.slug).work
 
 

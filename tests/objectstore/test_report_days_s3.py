@@ -11,7 +11,7 @@ import boto3
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import layout, partitions
 from eventlake.catalog import load_catalog
 from eventlake.catalog.repair import repair_table
 from eventlake.reports import run_history
@@ -90,7 +90,8 @@ def test_a_finished_day_moves_to_a_version_folder_and_glue_follows(s3_lake, moto
         TableName=REPORTS_TABLE,
         PartitionValues=[source_id, f"{YESTERDAY:%Y-%m-%d}"],
     )["Partition"]["StorageDescriptor"]["Location"]
-    assert location.rstrip("/") == f"{folder}/{version}"
+    assert location.rstrip("/") == str(layout.version_dir(folder, version))
+    assert "/segment-data/versions/reports/" in location  # outside the table's folder
     assert athena_runs(glue, storage, source_id) == sorted(runs)  # not the per-run files and the merged one
     assert run_history(settings, limit=100) == history
 
@@ -109,4 +110,4 @@ def test_a_finished_day_moves_to_a_version_folder_and_glue_follows(s3_lake, moto
 
 
 def _names(storage: Storage, folder: ObjectPath) -> list[str]:
-    return [info.path.relative_to(folder).as_posix() for info in storage.list(folder, "**/*")]
+    return list(partitions.report_folder_names(storage, folder))

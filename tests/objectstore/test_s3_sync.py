@@ -223,7 +223,7 @@ def test_a_replay_on_s3_killed_while_switching_partitions_is_completed_exactly_o
                 say=lambda line: None,
             )  # fmt: skip
     markers = lambda: [  # noqa: E731
-        key for op, key in calls if op == "HeadObject" and "/_v-" in key and key.endswith(".json")
+        key for op, key in calls if op == "HeadObject" and "/v-" in key and key.endswith(".json")
     ]
     assert not markers()  # the first application: no version folder can hold its marker yet
     calls.clear()
@@ -234,4 +234,4 @@ def test_a_replay_on_s3_killed_while_switching_partitions_is_completed_exactly_o
     glue = boto3.client("glue", endpoint_url=s3_lake.settings.catalog.endpoint_url)
     found = glue.get_partitions(DatabaseName=s3_lake.source.database, TableName="track_order_completed")
     locations = [p["StorageDescriptor"]["Location"] for p in found["Partitions"]]
-    assert len(locations) == 3 and all("/_v-" in location for location in locations), locations
+    assert len(locations) == 3 and all("/segment-data/versions/" in loc for loc in locations), locations

@@ -20,8 +20,9 @@ from eventlake.catalog.schema_file import read_schema_files
 from eventlake.catalog.views import database_views
 from eventlake.config import CatalogKind, Settings
 from eventlake.errors import UsageError
+from eventlake.partitions import list_partition_files
 from eventlake.progress import Say
-from eventlake.storage import Storage, relative_to, to_location
+from eventlake.storage import Storage, to_location
 
 
 def partition_template(spec: TableSpec) -> str:
@@ -60,7 +61,8 @@ def table_partitions(storage: Storage, spec: TableSpec) -> TablePartitions:
     """The partitions whose folder under the table's location holds a data file (``*.parquet`` for
     Parquet tables; hidden and ``_``-prefixed files do not count, as in Spark), and those whose data
     is in a version folder (rewritten on an object store, see :mod:`eventlake.sync.rewrite`: a
-    compacted table partition, a reports day merged into one file): one listing."""
+    compacted table partition, a reports day merged into one file): one listing of the table's folder,
+    one of its versions tree."""
     if not spec.partition_keys:
         return TablePartitions([], {})
     template = partition_template(spec)
@@ -69,8 +71,7 @@ def table_partitions(storage: Storage, spec: TableSpec) -> TablePartitions:
     root = to_location(spec.location)
     found: set[tuple[str, ...]] = set()
     versions: dict[tuple[str, ...], list[str]] = {}
-    for info in storage.list(root, _template_glob(template) + "/**/*"):
-        parts = relative_to(info.path, root).parts
+    for parts, _ in list_partition_files(storage, root, _template_glob(template) + "/**/*"):
         match = pattern.fullmatch("/".join(parts[:depth]))
         if match is None:
             continue
@@ -130,7 +131,7 @@ def repair_table(catalog: Catalog, storage: Storage, spec: TableSpec) -> Repaire
         values,
         version,
     ) in listed.moved.items():  # rewritten on an object store: the catalog reads the version
-        location = f"{spec.partition_location(values)}/{version}"
+        location = str(layout.version_dir(to_location(spec.partition_location(values)), version))
         catalog.set_partition_location(spec.database, spec.name, spec.partition_keys, values, location)
     return RepairedTable(
         spec.database,

@@ -41,7 +41,7 @@ from eventlake.catalog.views import database_views
 from eventlake.config import DATE_PARTITIONS, Settings, SourceSettings
 from eventlake.config.settings import sdl_table_prefix
 from eventlake.errors import EventLakeError
-from eventlake.partitions import folder_names, holds_foreign_data, partition_files
+from eventlake.partitions import folder_names, holds_foreign_data, list_partition_files, partition_files
 from eventlake.progress import prefixed
 from eventlake.schema import EXISTING_TYPES, is_safe_identifier
 from eventlake.schema.table_names import TRACK, TRACK_TABLE_STYLES, TableNames, folder_segment_type
@@ -226,11 +226,11 @@ def _folders(
     keys = layout.partition_columns(source.date_partition)
     found: dict[str, dict[Partition, list[FileInfo]]] = {}
     by_folder: dict[Location, dict[str, FileInfo]] = {}
-    for info in storage.list(data, "**/*"):
-        folder, name = info.path.parent, info.path.name
-        if layout.version_number(folder.name) is not None:  # a rewritten partition's version folder
-            folder, name = folder.parent, f"{folder.name}/{name}"
-        by_folder.setdefault(folder, {})[name] = info
+    for parts, info in list_partition_files(storage, data, "**/*"):
+        name, inside = parts[-1], parts[:-1]
+        if len(parts) > 1 and layout.version_number(parts[-2]) is not None:  # a version's file
+            name, inside = f"{parts[-2]}/{name}", parts[:-2]
+        by_folder.setdefault(data / "/".join(inside), {})[name] = info
     for folder, infos in by_folder.items():
         parts = relative_to(folder, data).as_posix().split("/")
         if not parts[0].startswith(f"{FOLDER_KEY}="):

@@ -191,8 +191,10 @@ class SourceCompaction:
             data = partitions.partition_files(self.storage, folder, infos)
             bins = plan_bins([infos[n] for n in data], self.target)
             # data outside its current version (another writer's, later): taken into a new one, so
-            # that readers through the catalog see it too
-            if bins or layout.outside_current_version(infos, data):
+            # that readers through the catalog see it too; so is a version inside the partition
+            # folder (a lake's before the versions tree, on an object store): no location keeps a "_"
+            moved_out = layout.version_inside_partition(infos) and self.storage.local_path(folder) is None
+            if bins or layout.outside_current_version(infos, data) or moved_out:
                 candidates.append((folder, infos, bins))
         counts = dict(partitions=0, files_in=0, files_out=0, bytes_in=0, bytes_out=0)
         notices: list[str] = []

@@ -134,7 +134,7 @@ def stage_day(
     staged = stage.rewrite_folder(folder)
     merged, replaced = [], []
     for name in reports:
-        data = storage.read(folder / name)
+        data = storage.read(layout.partition_file(folder, name))
         try:
             for line in data.splitlines():
                 orjson.loads(line)

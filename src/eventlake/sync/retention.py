@@ -237,6 +237,9 @@ class SourceRetention:
         for values in expired:
             folder = folders.get(values, (to_location(spec.partition_location(values)), []))[0]
             self.storage.delete_tree(folder)
+            versions = layout.versions_dir(folder)  # its rewrites' versions (the catalog's, too)
+            if versions is not None:
+                self.storage.delete_tree(versions)
         self.say(f"{spec.qualified}: {len(expired)} partitions deleted")
 
 

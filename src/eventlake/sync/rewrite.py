@@ -10,13 +10,16 @@ A rewrite stages the partition's new content (:func:`stage_output`, :func:`finis
 then, on a local disk, swaps the staged folder with the partition folder in one
 ``renameat2(RENAME_EXCHANGE)``: any reader that lists the folder (Spark through the metastore, Hive,
 DuckDB) sees the old files or the new ones, and the catalog's location does not change. On an object
-store (or a disk that cannot exchange folders) it publishes the new content into a new version
-folder ``_v-<number>-<rewrite>/`` inside the partition folder, with the files the partition keeps
-copied there, then the marker (eventlake's readers switch here), then moves the partition's location
-in the catalog to the version folder in one change (Glue BatchUpdatePartition, Hive ``ALTER TABLE ...
-PARTITION ... SET LOCATION``: readers through the catalog switch here). The old files stay for
-``sync.rewrite_grace_minutes`` (recorded in ``_state/retired/<source-id>/``), for queries still
-reading them.
+store it publishes the new content into a new version folder ``v-<number>-<rewrite>/`` outside
+the table's folder (:func:`eventlake.layout.version_dir`: ``segment-data/versions/<the partition's
+path>/``, so that no reader of the partition's location ever lists two versions), with the files
+the partition keeps copied there, then the marker (eventlake's readers switch here), then moves the
+partition's location in the catalog to the version folder in one change (Glue BatchUpdatePartition,
+Hive ``ALTER TABLE ... PARTITION ... SET LOCATION``: readers through the catalog switch here). The
+old files stay for ``sync.rewrite_grace_minutes`` (recorded in ``_state/retired/<source-id>/``), for
+queries still reading them. A local file system that cannot exchange folders (NFS, some FUSE ones)
+rewrites in place instead (:func:`apply_rewrite`): a reader listing the folder sees both sets of
+files between the new files' publishing and the old ones' deletes.
 
 What a rewrite supersedes and retires has one owner here: :func:`finish_rewrite` records, in the
 version folder's marker, every name of the partition it listed (``covers``: a file another writer
@@ -234,25 +237,23 @@ def publish_versions(storage: Storage, rewrites: Sequence[PartitionRewrite], res
     (the manifest's first application: no version folder can hold its marker yet) skips that
     look-up. A crash at any point is completed by a rerun: a file found published is done."""
     if resumed:
-        done = in_parallel(
-            lambda r: storage.exists(to_location(r.folder) / r.version / r.marker), rewrites, BATCH_THREADS
-        )
+        done = in_parallel(lambda r: storage.exists(_version_dir(r) / r.marker), rewrites, BATCH_THREADS)
         rewrites = [rewrite for rewrite, found in zip(rewrites, done, strict=True) if not found]
-    places = [(to_location(r.folder), to_location(r.staged), r) for r in rewrites]
+    places = [(to_location(r.folder), _version_dir(r), to_location(r.staged), r) for r in rewrites]
     storage.publish_many(
         [
-            (source, folder / r.version / name)
-            for folder, _, r in places
+            (source, version / name)
+            for _, version, _, r in places
             for source, name in zip(_sources(r), r.files, strict=True)
         ]
     )
     copies = [  # a later sync's file, a big one: the version holds all the data
-        (folder / name, folder / r.version / name.rsplit("/", 1)[-1])
-        for folder, _, r in places
+        (layout.partition_file(folder, name), version / name.rsplit("/", 1)[-1])
+        for folder, version, _, r in places
         for name in r.kept
     ]
     in_parallel(lambda pair: storage.copy(*pair), copies, BATCH_THREADS)
-    storage.publish_many([(staged / r.marker, folder / r.version / r.marker) for folder, staged, r in places])
+    storage.publish_many([(staged / r.marker, version / r.marker) for _, version, staged, r in places])
 
 
 def switch_partitions(
@@ -299,7 +300,11 @@ def switch_location(catalog: Catalog, rewrite: PartitionRewrite) -> bool:
 
 def version_location(rewrite: PartitionRewrite) -> str:
     """Where the catalog's partition points after the switch: the rewrite's version folder."""
-    return str(to_location(rewrite.folder) / rewrite.version)
+    return str(_version_dir(rewrite))
+
+
+def _version_dir(rewrite: PartitionRewrite) -> Location:
+    return layout.version_dir(to_location(rewrite.folder), rewrite.version)
 
 
 def retire(
@@ -309,7 +314,7 @@ def retire(
     for :func:`drop_retired` to delete once the grace period is over (a rerun records them again,
     later: they only stay longer). Exact names only: a file another writer put into a version folder
     after the rewrite listed it is never deleted with the folder."""
-    files = [str(to_location(r.folder) / name) for r in moved for name in r.retired]
+    files = [str(layout.partition_file(to_location(r.folder), name)) for r in moved for name in r.retired]
     markers = [f for f in files if layout.marker_run_id(f.rsplit("/", 1)[-1]) is not None]
     ordered = sorted(set(files) - set(markers)) + sorted(set(markers))  # markers last
     document = {"retired_at": format_timestamp(now_utc()), "files": ordered, "folders": []}
@@ -342,7 +347,7 @@ def drop_retired(
 def drop_replaced(storage: Storage, folder: Location, names: tuple[str, ...]) -> None:
     """Delete the files a committed rewrite replaced (nothing left to do after a swap)."""
     for name in names:
-        storage.delete(folder / name)
+        storage.delete(layout.partition_file(folder, name))
 
 
 def _swap_local(storage: Storage, rewrite: PartitionRewrite, folder: Location, staged: Location) -> bool:
