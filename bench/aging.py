@@ -191,9 +191,9 @@ def run_id_at(ms: int, salt: int = 0) -> str:
 
 
 def index_file(rng: np.random.Generator, n: int, start_ms: int, end_ms: int) -> bytes:
-    """A dedupe index key file (sync/index_keys.py) of ``n`` random ids received in [start, end):
+    """A dedupe index key file (sync/index/index_keys.py) of ``n`` random ids received in [start, end):
     random 128-bit keys stand for the BLAKE2b hashes of random message ids."""
-    from eventlake.sync.index_keys import RECORD, write_keys
+    from eventlake.sync.index.index_keys import RECORD, write_keys
 
     records = np.empty(n, RECORD)
     records["hi"] = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
@@ -308,7 +308,7 @@ class History:
         (today's, and the real batches synced so far) and ``run_entries`` entries since the last fold."""
         from eventlake import layout
         from eventlake.archive.days import REOPEN_MARGIN_MS
-        from eventlake.sync.ledger import FORMAT, Ledger
+        from eventlake.sync.protocol.ledger import FORMAT, Ledger
 
         storage, ledger = self.ctx.storage, Ledger(self.ctx.storage, self.lake, self.source.id)
         view = ledger.read()
@@ -342,7 +342,7 @@ class History:
     def lay_index(self, rate: int, scale: float, hours: float) -> int:
         """The dedupe index after the hourly merge; returns the ids laid in the dedupe window."""
         from eventlake import layout
-        from eventlake.sync.index_merge import merge_index
+        from eventlake.sync.index.index_merge import merge_index
 
         if self.index_files:
             self.ctx.layer.delete(self.index_files)
@@ -467,7 +467,7 @@ class Context:
 
     def _instrument(self) -> None:
         """Times the listing step: the sync's ``NewFiles.files`` (ledger, open days, checkpoint)."""
-        from eventlake.sync.selection import NewFiles
+        from eventlake.sync.pipeline.selection import NewFiles
 
         original, ctx = NewFiles.files, self
         ctx.step: dict[str, Any] = {}
@@ -623,7 +623,7 @@ def child(args: argparse.Namespace) -> None:
 def old_format(ctx: Context, args: argparse.Namespace) -> None:
     """One day of state in the ledger format before checkpoints; its first sync is the upgrade."""
     from eventlake import layout
-    from eventlake.sync.ledger import Ledger
+    from eventlake.sync.protocol.ledger import Ledger
 
     ctx.add_batch("old", args.batch)
     ctx.sync("old")  # creates its tables

@@ -35,7 +35,13 @@ from eventlake.console import Console
 from eventlake.progress import quiet
 from eventlake.reports.history import run_history
 from eventlake.storage import LocalStorage
-from eventlake.sync.report import SyncResult, TableResult, report_path, report_rows, write_report_rows
+from eventlake.sync.protocol.report import (
+    SyncResult,
+    TableResult,
+    report_path,
+    report_rows,
+    write_report_rows,
+)
 from eventlake.timestamps import now_utc
 
 

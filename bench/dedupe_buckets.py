@@ -3,16 +3,16 @@ merge of a day, with today's Parquet index as the baseline.
 
 Fabricates the index a source at ``--rate`` messages/s leaves over ``--days`` days (one merged key
 file per closed day, ``rate`` × 86,400 ids each: random 128-bit keys, which is what BLAKE2b keys
-are, plus ``--dups`` keys of real ids per day), writing with `eventlake.sync.index_keys.KeyWriter`
+are, plus ``--dups`` keys of real ids per day), writing with `eventlake.sync.index.index_keys.KeyWriter`
 a key range at a time. Then, in one process:
 
-- **lookup**: `eventlake.sync.dedupe_index.seen` of ``--batch`` ids (``--dups`` of them in the
+- **lookup**: `eventlake.sync.index.dedupe_index.seen` of ``--batch`` ids (``--dups`` of them in the
   index), ``--runs`` times, against the first 1, 2, 4, ... ``--days`` days (how it grows with the
   index), the first run of each size separately (its buckets not yet in the page cache); then the
   same lookups with the key files' filters ignored (``lookup_buckets``: every id's bucket
   read, as before the filters), the ratio filtered / unfiltered;
 - **merge**: a further day as 24 hourly files merged into one by
-  `eventlake.sync.index_merge.merge_index` in a child process: wall time and the child's peak RSS;
+  `eventlake.sync.index.index_merge.merge_index` in a child process: wall time and the child's peak RSS;
 - **baseline**: today's format, a Parquet file of ``--baseline`` million string ids, looked up the
   way the driver reads it (`seen` on an old-format file); its time per million ids extrapolated to
   the window, and the ratio.
@@ -40,15 +40,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eventlake.storage import LocalStorage
-from eventlake.sync.dedupe_index import index_files, seen
-from eventlake.sync.index_keys import RECORD, KeyWriter, keys, lookup_buckets, open_keys
+from eventlake.sync.index.dedupe_index import index_files, seen
+from eventlake.sync.index.index_keys import RECORD, KeyWriter, keys, lookup_buckets, open_keys
 
 PARTS_BITS = 6  # fabricate a day 64 key ranges at a time
 MERGE = """
 import resource, sys, time
 from datetime import datetime, timezone
 from eventlake.storage import LocalStorage
-from eventlake.sync.index_merge import merge_index
+from eventlake.sync.index.index_merge import merge_index
 begun = time.monotonic()
 print(merge_index(LocalStorage(), sys.argv[1], now=datetime.fromisoformat(sys.argv[2])))
 print(time.monotonic() - begun, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

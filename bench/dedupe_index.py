@@ -9,7 +9,7 @@ warm micro-batches of ``--batch`` messages (one archive file each, all in one ho
 `eventlake.sync.run_sync` on one Spark session:
 
 - **before**: ``--runs`` batches against the index as the runs left it (the baseline);
-- **merged**: the index merged by `eventlake.sync.dedupe_index.merge_index` (what compaction does
+- **merged**: the index merged by `eventlake.sync.index.dedupe_index.merge_index` (what compaction does
   every hour in `up`), then ``--runs`` batches again.
 
 Prints each run, the medians and the ratio merged / before.
@@ -69,7 +69,7 @@ def main() -> None:
     from eventlake import layout
     from eventlake.storage import LocalStorage
     from eventlake.sync import run_sync
-    from eventlake.sync.index_merge import merge_index
+    from eventlake.sync.index.index_merge import merge_index
 
     settings, spark, catalog = warm_engine(project, "eventlake-bench-dedupe-index")
     index = Path(layout.dedupe_index_dir(settings.lake.root, source_id))

@@ -3,7 +3,7 @@
 fabricated directly on a local lake with the sync's own writer, before and after the reports'
 index (``_state/reports.json``: without it every report file is listed, as before it existed), and
 after the daily merge (``--merged``: each finished day's runs in one file, as
-:mod:`eventlake.sync.report_days` leaves them; today's runs stay a file each).
+:mod:`eventlake.sync.protocol.report_days` leaves them; today's runs stay a file each).
 
 Prints, for each: seconds for the newest 100 runs, for the 30-day health, for the console's first
 read (until its first page is published, and until every run is read: the console holds the last two
@@ -28,7 +28,7 @@ from eventlake.config.settings import Secret
 from eventlake.console.lake import LakeWatch
 from eventlake.reports import daily_health, run_history
 from eventlake.storage import LocalStorage
-from eventlake.sync.report import (
+from eventlake.sync.protocol.report import (
     SyncResult,
     TableResult,
     note_report_day,

@@ -45,6 +45,6 @@ def test_examples_run_and_hold(name: str) -> None:
 
 
 def test_the_examples_are_found() -> None:
-    assert {"eventlake.layout", "eventlake.schema.naming", "eventlake.sync.compact"} <= set(
+    assert {"eventlake.layout", "eventlake.schema.naming", "eventlake.sync.maintenance.compact"} <= set(
         modules_with_examples()
     )

@@ -104,7 +104,7 @@ def _archive(path: Path, ids: list[str]) -> Path:
 
 
 def test_the_parse_pass_reads_the_next_files_while_it_parses(tmp_path: Path) -> None:
-    from eventlake.sync.transform import PARSED_ARROW, parse_files
+    from eventlake.sync.pipeline.transform import PARSED_ARROW, parse_files
 
     files = [_archive(tmp_path / f"a{n}.gz", [f"m{n}-{k}" for k in range(3)]) for n in range(6)]
     sizes = [f.stat().st_size for f in files]

@@ -42,7 +42,7 @@ The states a partition goes through are in ``docs/sync.md`` ("A partition's stat
 :func:`partition_state`.
 
 How a rewrite of a partition moves readers from one set of files to the other is in
-:mod:`eventlake.sync.rewrite`; reading these names through storage is :mod:`eventlake.partitions`.
+:mod:`eventlake.sync.protocol.rewrite`; reading these names through storage is :mod:`eventlake.partitions`.
 A version's folder is outside every table's folder: ``segment-data/versions/`` then the partition's
 path below ``segment-data/`` (:func:`versions_dir`), then ``v-<n>-<rewrite>`` (:func:`version_dir`;
 a name relative to the partition becomes a location in :func:`partition_file`, nowhere else). The
@@ -208,7 +208,7 @@ def output_run_id(file_name: str) -> str | None:
     return None
 
 
-# a run's token: 4 hex digits (a sync's run), 16 (a rewrite's: see eventlake.sync.rewrite.RewriteRun)
+# a run's token: 4 hex digits (a sync's run), 16 (a rewrite's: see eventlake.sync.protocol.rewrite.RewriteRun)
 _EVENTLAKE_FILE = re.compile(r"part-(compact-)?\d{8}T\d{9}Z-[0-9a-f]{4}(?:[0-9a-f]{12})?-\d{5}\.parquet")
 
 
@@ -564,7 +564,7 @@ def quarantine_dir(lake: Location, source_id: str) -> Location:
 #     run_id=<run>/report.json          a report of a lake written before the daily merge (a
 #                                       partition per run then); merged at the source's first sync
 #
-# (see :mod:`eventlake.sync.report_days`).
+# (see :mod:`eventlake.sync.protocol.report_days`).
 REPORT_PARTITION_PATH = "day={day}/source={source_id}"
 LEGACY_REPORT_PATH = "day={day}/source={source_id}/run_id={run_id}/" + REPORT_FILE
 _RUN_REPORT_PREFIX = "report-"
@@ -747,7 +747,8 @@ def ledger_file(lake: Location, source_id: str, run_id: str) -> Location:
 
 
 def ledger_checkpoint_file(lake: Location, source_id: str) -> Location:
-    """The ledger's checkpoint: ``_state/ledger-checkpoint/<source-id>.json`` (see sync/ledger.py)."""
+    """The ledger's checkpoint: ``_state/ledger-checkpoint/<source-id>.json`` (see
+    sync/protocol/ledger.py)."""
     return lake / DATA / "_state" / "ledger-checkpoint" / f"{source_id}.json"
 
 
@@ -758,7 +759,7 @@ def sync_health_file(lake: Location, source_id: str) -> Location:
 
 def damaged_files_file(lake: Location, source_id: str) -> Location:
     """The source's damaged archive files, quarantined by name (never read again unless a retry is
-    asked): ``_state/damaged/<source-id>.json`` (see sync/damaged.py)."""
+    asked): ``_state/damaged/<source-id>.json`` (see sync/protocol/damaged.py)."""
     return lake / DATA / "_state" / "damaged" / f"{source_id}.json"
 
 
@@ -809,7 +810,7 @@ def pending_file(lake: Location, source_id: str, run_id: str) -> Location:
 
 def dedupe_index_dir(lake: Location, source_id: str) -> Location:
     """The source's dedupe index: ``_state/dedupe/<source-id>/run_id=<run>/*.keys`` (key files,
-    :mod:`eventlake.sync.index_keys`; ``*.parquet`` of message ids in lakes written before them)."""
+    :mod:`eventlake.sync.index.index_keys`; ``*.parquet`` of message ids in lakes written before them)."""
     return state_dir(lake, "dedupe", source_id)
 
 
@@ -858,7 +859,7 @@ def warehouse_dir(state: Path) -> Path:
 def dedupe_filter_dir(state: Path, source_id: str) -> Path:
     """Local copies of the filters of a source's dedupe key files on an object store (a lookup
     maps them instead of sending a ranged GET per id): ``<key-file-digest>-<size>.filter``, one per
-    key file in the window (:mod:`eventlake.sync.index_keys`); disposable."""
+    key file in the window (:mod:`eventlake.sync.index.index_keys`); disposable."""
     return state / "dedupe-filters" / source_id
 
 

@@ -4,7 +4,7 @@ them are data (:func:`partition_files`, :func:`table_data_files`: the rule of
 :func:`eventlake.layout.partition_data`; every caller asks here, nobody re-derives it), whether
 they hold rows another writer wrote (:func:`holds_foreign_data`), where a partition's data is now
 (:func:`current_folder`), and the commit marker's content (:func:`marker_document`,
-:func:`read_marker`), which :mod:`eventlake.sync.rewrite` writes when it rewrites a partition. The
+:func:`read_marker`), which :mod:`eventlake.sync.protocol.rewrite` writes when it rewrites a partition. The
 names are in :mod:`eventlake.layout`.
 """
 

@@ -18,8 +18,8 @@ from eventlake.archive.importer import import_segment_archive
 from eventlake.config import RetentionSettings
 from eventlake.errors import UsageError
 from eventlake.storage import LocalStorage
-from eventlake.sync.ledger import Ledger
-from eventlake.sync.retention import apply_retention
+from eventlake.sync.maintenance.retention import apply_retention
+from eventlake.sync.protocol.ledger import Ledger
 from tests.conftest import Lake
 
 DAY_1, DAY_2 = 1566086400000, 1566172800000
@@ -171,7 +171,7 @@ def test_importing_again_after_retention_brings_no_expired_day_back(
 def test_retention_keeps_a_damaged_archive_file_past_its_horizon(lake: Lake) -> None:
     """A damaged file counts as read for the ledger (its day closes), but none of its messages is in
     a table: retention keeps it (and says so) instead of deleting the only copy of them."""
-    from eventlake.sync.damaged import DamagedFile, read_damaged, record_run
+    from eventlake.sync.protocol.damaged import DamagedFile, read_damaged, record_run
     from tests.sync.test_ledger import sync
 
     settings = dataclasses.replace(lake.settings, retention=RetentionSettings(archive_days=7, table_days=0))

@@ -12,7 +12,7 @@ import pytest
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.glue import GlueCatalog
 from eventlake.catalog.hive import HiveCatalog
-from eventlake.sync.adopt import same_location
+from eventlake.sync.maintenance.adopt import same_location
 
 from .worker import RemoteCatalog
 

@@ -24,7 +24,7 @@ from eventlake.errors import UsageError
 from eventlake.query import run_query
 from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
-from eventlake.sync.report import reports_table
+from eventlake.sync.protocol.report import reports_table
 
 DISK = LocalStorage()
 COLUMNS = (("message_id", "string"), ("properties_revenue", "decimal(38,6)"))

@@ -115,8 +115,9 @@ def toml_table(conf: dict[str, str]) -> str:
 
 
 def index_keys(store: LocalLakeStore, name: str, prefix: str) -> list[tuple[int, int]]:
-    """The (hi, lo) keys of every dedupe index key file under ``prefix`` (sync/index_keys.py), sorted."""
-    from eventlake.sync.index_keys import RECORD, SUFFIX, TRAILER
+    """The (hi, lo) keys of every dedupe index key file under ``prefix``
+    (sync/index/index_keys.py), sorted."""
+    from eventlake.sync.index.index_keys import RECORD, SUFFIX, TRAILER
 
     base = store.path(name, prefix)
     selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)

@@ -22,7 +22,13 @@ import pytest
 
 from eventlake.config import load_settings
 from eventlake.query.engine import run_query
-from eventlake.sync.report import SyncResult, read_report_rows, report_files, report_path, write_report_rows
+from eventlake.sync.protocol.report import (
+    SyncResult,
+    read_report_rows,
+    report_files,
+    report_path,
+    write_report_rows,
+)
 from tests.clients.tools import chromium
 from tests.collect.harness import EVENTLAKE, WRITE_KEY, clean_environment, free_port, make_project
 from tests.scheduler.harness import start_up, wait_for
@@ -88,7 +94,7 @@ def test_the_console_shows_the_lake_as_it_is(tmp_path: Path, browser: Any) -> No
         failed = SyncResult.failure(
             "web", project.source_id, RuntimeError("metastore unreachable"), run_id="f1"
         )
-        from eventlake.sync.report import report_rows
+        from eventlake.sync.protocol.report import report_rows
 
         write_report_rows(settings.lake.storage(), report_path(failed, settings.lake.root),
                           report_rows(failed, settings.lake.root))  # fmt: skip

@@ -16,8 +16,8 @@ from eventlake.config import LakeSettings, Settings, SourceSettings
 from eventlake.config.settings import Secret
 from eventlake.console.lake import LakeWatch
 from eventlake.storage import LocalStorage
-from eventlake.sync import ledger
-from eventlake.sync.report import (
+from eventlake.sync.protocol import ledger
+from eventlake.sync.protocol.report import (
     BlockedTable,
     SyncResult,
     TableResult,
@@ -25,7 +25,7 @@ from eventlake.sync.report import (
     report_rows,
     write_report_rows,
 )
-from eventlake.sync.state import SyncState
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import day_start_ms, now_utc
 
 
@@ -131,7 +131,7 @@ def test_an_unreachable_collector_is_said_not_hidden(tmp_path: Path) -> None:
 
 
 def test_with_the_reports_index_the_watch_walks_days_and_refreshes_from_the_newest(tmp_path: Path) -> None:
-    from eventlake.sync.report import note_report_day
+    from eventlake.sync.protocol.report import note_report_day
 
     settings = _settings(tmp_path)
     lake, now = settings.lake.root, now_utc()
@@ -151,7 +151,7 @@ def test_with_the_reports_index_the_watch_walks_days_and_refreshes_from_the_newe
 def _history(settings: Settings, now: datetime) -> None:
     """Runs of both sources over ten days (replays, failures, new columns among them), ids named as
     the sync names them (their start)."""
-    from eventlake.sync.stage import new_run_id
+    from eventlake.sync.protocol.stage import new_run_id
 
     for n in range(120):
         start = now - timedelta(hours=2 * n + 1, minutes=n % 7)

@@ -35,8 +35,14 @@ from eventlake.console.lake import LakeWatch
 from eventlake.console.metrics import render
 from eventlake.console.server import Console
 from eventlake.storage import LocalStorage
-from eventlake.sync.health import record_result
-from eventlake.sync.report import SyncResult, TableResult, report_path, report_rows, write_report_rows
+from eventlake.sync.maintenance.health import record_result
+from eventlake.sync.protocol.report import (
+    SyncResult,
+    TableResult,
+    report_path,
+    report_rows,
+    write_report_rows,
+)
 from eventlake.timestamps import day_start_ms, now_utc
 from tests.collect.harness import free_port
 

@@ -23,16 +23,16 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from eventlake import layout
 from eventlake.storage.lease import Lease
-from eventlake.sync import job as sync_job
 from eventlake.sync import run_sync
-from eventlake.sync.adopt import adopt_source
-from eventlake.sync.compact import compact_sources
-from eventlake.sync.erase import delete_user
-from eventlake.sync.lock import SyncBusyError
-from eventlake.sync.replay import ReplayRange, run_replay
-from eventlake.sync.retention import apply_retention
-from eventlake.sync.retype import set_column_type
-from eventlake.sync.status import Status
+from eventlake.sync.maintenance.adopt import adopt_source
+from eventlake.sync.maintenance.compact import compact_sources
+from eventlake.sync.maintenance.erase import delete_user
+from eventlake.sync.maintenance.replay import ReplayRange, run_replay
+from eventlake.sync.maintenance.retention import apply_retention
+from eventlake.sync.maintenance.retype import set_column_type
+from eventlake.sync.pipeline import job as sync_job
+from eventlake.sync.protocol.lock import SyncBusyError
+from eventlake.sync.protocol.status import Status
 from tests.sync.sdl import TRACK_COLUMNS, track_row, write_partition
 
 from .importing import Import
@@ -54,20 +54,20 @@ DONE = (Status.SUCCESS, Status.NOTHING, Status.PARTIAL)
 # (module or class, attribute, call) where a sync dies: the commit's steps (as tests/sync/test_sync.py's
 # CRASH_POINTS), the ledger's checkpoint, the stage
 SYNC_CRASHES: dict[str, tuple[str, str, int]] = {
-    "staging": ("eventlake.sync.job.SourceSync", "_stage", 1),
-    "before applying": ("eventlake.sync.runner", "apply", 1),
-    "before the report": ("eventlake.sync.commit", "write_report_rows", 1),
+    "staging": ("eventlake.sync.pipeline.job.SourceSync", "_stage", 1),
+    "before applying": ("eventlake.sync.protocol.runner", "apply", 1),
+    "before the report": ("eventlake.sync.protocol.commit", "write_report_rows", 1),
     "registering partitions": ("eventlake.catalog.glue.GlueCatalog", "add_partitions", 1),
-    "before the ledger": ("eventlake.sync.state.SyncState", "record_synced", 1),
-    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
-    "ledger checkpoint": ("eventlake.sync.ledger.Ledger", "checkpoint", 1),
-    "after the checkpoint's write": ("eventlake.sync.ledger", "read_many", 3),
+    "before the ledger": ("eventlake.sync.protocol.state.SyncState", "record_synced", 1),
+    "before dropping the manifest": ("eventlake.sync.protocol.state.SyncState", "drop_pending", 1),
+    "ledger checkpoint": ("eventlake.sync.protocol.ledger.Ledger", "checkpoint", 1),
+    "after the checkpoint's write": ("eventlake.sync.protocol.ledger", "read_many", 3),
 }
 COMPACT_CRASHES: dict[str, tuple[str, str, int]] = {
-    "before the manifest": ("eventlake.sync.state.SyncState", "write_pending", 1),
-    "before applying": ("eventlake.sync.runner", "apply", 1),
-    "before dropping replaced files": ("eventlake.sync.rewrite", "drop_replaced", 1),
-    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
+    "before the manifest": ("eventlake.sync.protocol.state.SyncState", "write_pending", 1),
+    "before applying": ("eventlake.sync.protocol.runner", "apply", 1),
+    "before dropping replaced files": ("eventlake.sync.protocol.rewrite", "drop_replaced", 1),
+    "before dropping the manifest": ("eventlake.sync.protocol.state.SyncState", "drop_pending", 1),
 }
 SDL_FOLDER = "order_completed"  # Segment Data Lakes' folder of the track event "Order Completed"
 STORAGE_CALLS = ("write", "publish", "delete", "list", "read")

@@ -1,11 +1,12 @@
 """The sync's parse and write passes in this process, without Spark: a
-:class:`~eventlake.sync.job.Stager` for the model-based tests, so that a run costs milliseconds.
+:class:`~eventlake.sync.pipeline.job.Stager` for the model-based tests, so that a run costs milliseconds.
 
 It runs the product's own worker functions, those Spark runs in its Python workers
-(:func:`eventlake.sync.transform.parse_files`, :func:`eventlake.sync.write.write_segment_types`,
+(:func:`eventlake.sync.pipeline.transform.parse_files`,
+:func:`eventlake.sync.pipeline.write.write_segment_types`,
 the quarantine's message writer), on the same tasks Spark would give them (files dealt as
-:func:`eventlake.sync.read.files_frame` deals them, segment types as
-:func:`eventlake.sync.write.write_units` does), so they write the same files. Only what Spark does
+:func:`eventlake.sync.pipeline.read.files_frame` deals them, segment types as
+:func:`eventlake.sync.pipeline.write.write_units` does), so they write the same files. Only what Spark does
 between them is done here with pyarrow: the counts, the selection's rows (a replay's range), the
 dedupe within the run and ``observe``. ``test_standin.py`` holds this stand-in and the Spark job
 equal on the same inputs.
@@ -22,14 +23,14 @@ import pyarrow.compute as pc
 
 from eventlake import layout
 from eventlake.archive import ArchiveFile
-from eventlake.sync.cutoffs import dedupe_since
-from eventlake.sync.dedupe_index import index_files, seen
-from eventlake.sync.job import ParsedRun, SourceSync
-from eventlake.sync.plan import Observed, Plan
-from eventlake.sync.quarantine import _write_messages
-from eventlake.sync.stage import MESSAGES, RunStage, StagedFile
-from eventlake.sync.transform import PARSED_ARROW, SUPPRESSED, parse_files
-from eventlake.sync.write import write_segment_types, write_units
+from eventlake.sync.index.dedupe_index import index_files, seen
+from eventlake.sync.pipeline.job import ParsedRun, SourceSync
+from eventlake.sync.pipeline.plan import Observed, Plan
+from eventlake.sync.pipeline.quarantine import _write_messages
+from eventlake.sync.pipeline.transform import PARSED_ARROW, SUPPRESSED, parse_files
+from eventlake.sync.pipeline.write import write_segment_types, write_units
+from eventlake.sync.protocol.cutoffs import dedupe_since
+from eventlake.sync.protocol.stage import MESSAGES, RunStage, StagedFile
 from eventlake.timestamps import as_utc
 
 CORES = 2  # as the tests' Spark session (local[2]): the same tasks, so the same file names
@@ -37,7 +38,7 @@ FILE_TASKS_PER_CORE = 8  # files_frame's default
 
 
 class InProcessStager:
-    """A :class:`~eventlake.sync.job.Stager` that runs the worker functions in this process."""
+    """A :class:`~eventlake.sync.pipeline.job.Stager` that runs the worker functions in this process."""
 
     application_id = "in-process"
 
@@ -148,7 +149,7 @@ def _selected(run: SourceSync, parsed: pa.Table) -> pa.Table:
 
 
 def _dedupe(run: SourceSync, valid: pa.Table, first: datetime | None) -> pa.Array:
-    """:func:`eventlake.sync.dedupe.dedupe` without Spark: the positions of every copy of a
+    """:func:`eventlake.sync.pipeline.dedupe.dedupe` without Spark: the positions of every copy of a
     messageId but the first (earliest received, then smaller hash of its values, then earlier
     position), and of the ids the index holds in the window."""
     ids = valid["message_id"].to_pylist()

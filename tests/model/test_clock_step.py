@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from eventlake.sync import Status, run_sync
-from eventlake.sync.report import completed_result, report_rows
+from eventlake.sync.protocol.report import completed_result, report_rows
 
 from .standin import InProcessStager
 from .world import Clock, World, quiet
@@ -51,7 +51,7 @@ def test_a_sync_across_a_clock_step_back_reports_the_time_it_took(model_moto: An
 def test_runs_completed_together_span_from_the_first_start_to_the_last_finish() -> None:
     """A rerun reports the interrupted runs it completed as one; the second started on a clock
     stepped back since the first: their span is still not negative."""
-    from eventlake.sync.report import SyncResult
+    from eventlake.sync.protocol.report import SyncResult
 
     first = SyncResult("web", "S1", "r1", Status.SUCCESS, START, START + timedelta(seconds=30))
     second = SyncResult(

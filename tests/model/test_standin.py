@@ -21,8 +21,8 @@ from eventlake.catalog.hive import HiveCatalog
 from eventlake.config import load_settings
 from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
-from eventlake.sync.ledger import Ledger
-from eventlake.sync.replay import ReplayRange, run_replay
+from eventlake.sync.maintenance.replay import ReplayRange, run_replay
+from eventlake.sync.protocol.ledger import Ledger
 from tests.conftest import Lake
 
 from .standin import InProcessStager

@@ -35,16 +35,16 @@ import eventlake.catalog.glue
 import eventlake.query.duckdb_engine
 import eventlake.query.engine
 import eventlake.storage.lease
-import eventlake.sync.adopt
-import eventlake.sync.commit
-import eventlake.sync.compact
-import eventlake.sync.erase
-import eventlake.sync.job
-import eventlake.sync.ledger
-import eventlake.sync.replay
-import eventlake.sync.retention
-import eventlake.sync.retype
-import eventlake.sync.rewrite
+import eventlake.sync.maintenance.adopt
+import eventlake.sync.maintenance.compact
+import eventlake.sync.maintenance.erase
+import eventlake.sync.maintenance.replay
+import eventlake.sync.maintenance.retention
+import eventlake.sync.maintenance.retype
+import eventlake.sync.pipeline.job
+import eventlake.sync.protocol.commit
+import eventlake.sync.protocol.ledger
+import eventlake.sync.protocol.rewrite
 import eventlake.timestamps
 from eventlake import layout
 from eventlake.catalog import load_catalog
@@ -52,7 +52,7 @@ from eventlake.config import RetentionSettings, add_source, load_settings, write
 from eventlake.spec import enrich
 from eventlake.storage import LocalStorage, to_location
 from eventlake.storage.lease import Lease
-from eventlake.sync.ledger import Ledger
+from eventlake.sync.protocol.ledger import Ledger
 from eventlake.timestamps import day_start_ms
 
 BUCKET = "eventlake-model"
@@ -101,7 +101,11 @@ class Clock:
             if n.startswith("eventlake") and getattr(m, "now_utc", None) is original
         ]
         fake_time = SimpleNamespace(time=self.time, sleep=time.sleep, monotonic=time.monotonic)
-        timed = [m for m in (eventlake.archive.days, eventlake.sync.erase) if getattr(m, "time", 0) is time]
+        timed = [
+            m
+            for m in (eventlake.archive.days, eventlake.sync.maintenance.erase)
+            if getattr(m, "time", 0) is time
+        ]
         for module in patched:
             module.now_utc = self.utc  # type: ignore[attr-defined]
         for module in timed:

@@ -13,7 +13,7 @@ from eventlake import layout
 from eventlake.query import run_query
 from eventlake.storage.lease import LeaseLostError
 from eventlake.sync import run_sync
-from eventlake.sync.adopt import adopt_source, plan_adoption
+from eventlake.sync.maintenance.adopt import adopt_source, plan_adoption
 from eventlake.timestamps import now_utc
 from tests.objectstore.test_lease import steal_the_lease
 from tests.sync.sdl import IDENTIFY_COLUMNS, TRACK_COLUMNS, register_glue, sdl_lake
@@ -98,7 +98,7 @@ def test_an_adoption_that_lost_its_lease_changes_nothing(s3_lake, moto, monkeypa
         steal_the_lease(s3_lake)
         return plan
 
-    monkeypatch.setattr("eventlake.sync.adopt.plan_adoption", planned_then_taken_over)
+    monkeypatch.setattr("eventlake.sync.maintenance.adopt.plan_adoption", planned_then_taken_over)
     with pytest.raises(LeaseLostError):
         adopt_source(settings, source.slug)
     assert glue.get_tables(DatabaseName=db)["TableList"][0]["Name"] == "identify"

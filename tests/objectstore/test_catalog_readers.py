@@ -20,12 +20,13 @@ import pytest
 
 from eventlake import layout
 from eventlake.query import run_query
-from eventlake.sync import commit, rewrite, run_sync, runner
-from eventlake.sync.compact import compact_sources
-from eventlake.sync.erase import delete_user
-from eventlake.sync.replay import ReplayRange, run_replay
-from eventlake.sync.retention import apply_retention
-from eventlake.sync.retype import set_column_type
+from eventlake.sync import run_sync
+from eventlake.sync.maintenance.compact import compact_sources
+from eventlake.sync.maintenance.erase import delete_user
+from eventlake.sync.maintenance.replay import ReplayRange, run_replay
+from eventlake.sync.maintenance.retention import apply_retention
+from eventlake.sync.maintenance.retype import set_column_type
+from eventlake.sync.protocol import commit, rewrite, runner
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,9 @@ from eventlake import layout, partitions
 from eventlake.config import Settings, SourceSettings
 from eventlake.query import run_query
 from eventlake.storage import to_location
-from eventlake.sync import rewrite
-from eventlake.sync.adopt import adopt_source
-from eventlake.sync.compact import compact_sources
+from eventlake.sync.maintenance.adopt import adopt_source
+from eventlake.sync.maintenance.compact import compact_sources
+from eventlake.sync.protocol import rewrite
 from eventlake.timestamps import now_utc
 from tests.sync.sdl import IDENTIFY_COLUMNS, TRACK_COLUMNS, identify_row, track_row, write_partition
 

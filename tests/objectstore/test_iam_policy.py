@@ -443,7 +443,7 @@ def test_databases_an_administrator_created_need_no_create_database(aws, tmp_pat
     the source's database and ``__segment_datalake`` beforehand. The sync never asks to create them."""
     from eventlake.catalog.glue import GlueCatalog
     from eventlake.errors import PermissionsError
-    from eventlake.sync.report import REPORTS_DATABASE
+    from eventlake.sync.protocol.report import REPORTS_DATABASE
 
     prefix = f"t-{uuid.uuid4().hex[:10]}"
     policy = without(documented_policies(BUCKET, prefix)[0], "glue:CreateDatabase")

@@ -23,8 +23,8 @@ from eventlake.storage import ObjectPath
 from eventlake.storage.lease import LEASE_NAME, Lease, LeaseLostError, lease_name
 from eventlake.storage.s3 import S3Storage
 from eventlake.sync import run_sync
-from eventlake.sync.erase import delete_user
-from eventlake.sync.retention import apply_retention
+from eventlake.sync.maintenance.erase import delete_user
+from eventlake.sync.maintenance.retention import apply_retention
 from eventlake.timestamps import now_utc
 from tests.catalog.conftest import clean_env
 from tests.catalog.servers import AWS_ENV
@@ -117,9 +117,9 @@ def lake_objects(lake: Lake) -> set[tuple[str, int]]:
 # each job, and a function it calls once it holds the source (users delete reads the archive
 # before taking the lease: its catch-up under the lease is the first step that holds it)
 JOBS = {
-    "retention": ("eventlake.sync.retention", "list_archive_files", lambda lake, spark: apply_retention(
-        lake.settings, [lake.slug], spark=spark, say=quiet)),
-    "users delete": ("eventlake.sync.erase", "catch_up", lambda lake, spark: delete_user(
+    "retention": ("eventlake.sync.maintenance.retention", "list_archive_files",
+                  lambda lake, spark: apply_retention(lake.settings, [lake.slug], spark=spark, say=quiet)),
+    "users delete": ("eventlake.sync.maintenance.erase", "catch_up", lambda lake, spark: delete_user(
         lake.settings, "u-gone", [lake.slug], spark=spark, say=quiet)),
 }  # fmt: skip
 

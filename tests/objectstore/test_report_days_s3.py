@@ -16,16 +16,16 @@ from eventlake.catalog import load_catalog
 from eventlake.catalog.repair import repair_table
 from eventlake.reports import run_history
 from eventlake.storage import ObjectPath, Storage, to_location
-from eventlake.sync.report import (
+from eventlake.sync.protocol.report import (
     REPORTS_DATABASE,
     REPORTS_TABLE,
     SyncResult,
     TableResult,
     reports_table,
 )
-from eventlake.sync.report_days import checkpoint_reports
-from eventlake.sync.state import SyncState
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.report_days import checkpoint_reports
+from eventlake.sync.protocol.state import SyncState
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import now_utc
 from tests.sync.test_report_days import register_report
 

@@ -17,7 +17,7 @@ from eventlake.config import CatalogSettings
 from eventlake.errors import ConfigError
 from eventlake.query import run_query
 from eventlake.sync import run_sync
-from eventlake.sync.replay import ReplayRange, run_replay
+from eventlake.sync.maintenance.replay import ReplayRange, run_replay
 from eventlake.timestamps import now_utc
 from tests.objectstore.conftest import spark_sql_rows
 from tests.sync.test_sync import CRASH_POINTS as LOCAL_CRASH_POINTS

@@ -178,7 +178,7 @@ import json, sys
 from eventlake.config import load_settings
 from eventlake.jvm.session import spark_session
 from eventlake.query import run_query
-from eventlake.sync.erase import delete_user
+from eventlake.sync.maintenance.erase import delete_user
 
 config, slug, query = sys.argv[1:4]
 settings = load_settings(config)

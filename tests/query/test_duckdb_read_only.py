@@ -15,7 +15,7 @@ from eventlake.config import Settings
 from eventlake.query.duckdb_engine import check_read_only, connect, duckdb_type, run_duckdb
 from eventlake.query.errors import QueryError
 from eventlake.storage import LocalStorage
-from eventlake.sync.report import (
+from eventlake.sync.protocol.report import (
     SyncResult,
     TableResult,
     report_path,

@@ -7,7 +7,7 @@ from datetime import timedelta
 from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.reports import daily_health, run_history
 from eventlake.storage import LocalStorage
-from eventlake.sync.report import (
+from eventlake.sync.protocol.report import (
     BlockedTable,
     SyncResult,
     TableResult,
@@ -107,7 +107,7 @@ def test_a_run_whose_new_tables_passed_the_limit_is_a_partial_success(tmp_path):
 
 
 def _indexed(settings, result) -> None:
-    from eventlake.sync.report import note_report_day
+    from eventlake.sync.protocol.report import note_report_day
 
     note_report_day(LocalStorage(), settings.lake.root, result.start_time.strftime("%Y-%m-%d"))
 
@@ -135,7 +135,7 @@ def test_the_newest_runs_come_from_the_newest_days_only(tmp_path, capsys):
 
 
 def test_a_lake_with_reports_older_than_the_index_gets_it_from_one_listing(tmp_path):
-    from eventlake.sync.report import first_report_day, report_files_by_day
+    from eventlake.sync.protocol.report import first_report_day, report_files_by_day
 
     config = write_initial_config(tmp_path / "p")
     add_source(config, "web")

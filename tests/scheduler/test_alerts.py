@@ -20,8 +20,14 @@ from eventlake.console.lake import LakeWatch
 from eventlake.console.metrics import render
 from eventlake.scheduler.alerts import FAILED, RECOVERED, failed_results, notify_results
 from eventlake.storage import LocalStorage
-from eventlake.sync.health import read_health
-from eventlake.sync.report import SyncResult, TableResult, report_path, report_rows, write_report_rows
+from eventlake.sync.maintenance.health import read_health
+from eventlake.sync.protocol.report import (
+    SyncResult,
+    TableResult,
+    report_path,
+    report_rows,
+    write_report_rows,
+)
 from eventlake.timestamps import now_utc
 from tests.collect.harness import free_port
 from tests.scheduler.receivers import smtp_server, webhook_receiver
@@ -143,7 +149,7 @@ def _notify_in_another_process(settings: Settings, result: SyncResult) -> None:
         "from eventlake.config import load_settings\n"
         "from eventlake.progress import quiet\n"
         "from eventlake.scheduler.alerts import notify_results\n"
-        "from eventlake.sync.report import SyncResult\n"
+        "from eventlake.sync.protocol.report import SyncResult\n"
         "settings = load_settings(sys.argv[1], environ={})\n"
         "s = settings.source('web')\n"
         "start = datetime.fromisoformat(sys.argv[3])\n"
@@ -297,7 +303,7 @@ def test_eventlake_sync_alerts_and_a_later_process_sends_the_recovery(tmp_path: 
 
 
 def test_a_sync_that_found_damaged_archive_files_alerts_naming_them_without_a_failure(tmp_path: Path) -> None:
-    from eventlake.sync.damaged import DamagedFile
+    from eventlake.sync.protocol.damaged import DamagedFile
 
     key = "segment-logs/S1/1795564800000/seg-1.gz"
     with webhook_receiver() as (url, hook), smtp_server() as (port, mailbox):

@@ -105,7 +105,7 @@ def test_a_busy_source_is_skipped_and_retried_while_the_others_sync(lake: Lake, 
     that source, says why, syncs the others, and takes it at the next interval."""
     from eventlake.catalog import load_catalog
     from eventlake.scheduler.engine import _sync_once
-    from eventlake.sync.lock import source_lock
+    from eventlake.sync.protocol.lock import source_lock
 
     other = f"{lake.slug}b"
     add_source(lake.config, other, write_key=f"wk_{other}")

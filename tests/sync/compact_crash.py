@@ -39,8 +39,8 @@ def kill_at(module_path: str, attribute: str, number: int) -> None:
 def main(argv: list[str]) -> int:
     config, module_path, attribute, number, *mode = argv
     from eventlake.config import load_settings
-    from eventlake.sync import rewrite
-    from eventlake.sync.compact import compact_sources
+    from eventlake.sync.maintenance.compact import compact_sources
+    from eventlake.sync.protocol import rewrite
 
     if mode == ["publish"]:
         rewrite.exchange_folders = lambda first, second: False  # type: ignore[assignment]

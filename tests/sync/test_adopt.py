@@ -13,11 +13,12 @@ import pytest
 from eventlake import layout, partitions
 from eventlake.errors import UsageError
 from eventlake.query import run_query
-from eventlake.sync import adopt as adopt_module
-from eventlake.sync import rewrite, run_sync
-from eventlake.sync.adopt import adopt_source
-from eventlake.sync.replay import ReplayRange, run_replay
-from eventlake.sync.stage import RunStage
+from eventlake.sync import run_sync
+from eventlake.sync.maintenance import adopt as adopt_module
+from eventlake.sync.maintenance.adopt import adopt_source
+from eventlake.sync.maintenance.replay import ReplayRange, run_replay
+from eventlake.sync.protocol import rewrite
+from eventlake.sync.protocol.stage import RunStage
 from eventlake.timestamps import now_utc
 from tests.sync.sdl import TRACK_COLUMNS, sdl_lake, track_row, write_partition
 from tests.sync.test_sync import Killed, kill_on_call
@@ -99,8 +100,8 @@ def test_an_sdl_lake_is_adopted_in_place_and_synced_into(lake, spark, style):
 
 CRASHES = {
     "while registering partitions": ("eventlake.catalog.hive.HiveCatalog", "add_partitions", 2),
-    "while seeding the dedupe index": ("eventlake.sync.adopt", "_seed", 2),
-    "before writing the progress": ("eventlake.sync.adopt.Progress", "to_json", 3),
+    "while seeding the dedupe index": ("eventlake.sync.maintenance.adopt", "_seed", 2),
+    "before writing the progress": ("eventlake.sync.maintenance.adopt.Progress", "to_json", 3),
 }
 
 

@@ -21,10 +21,11 @@ from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.errors import UsageError
 from eventlake.query import run_query
 from eventlake.storage import FileInfo, LocalStorage
-from eventlake.sync import rewrite, run_sync
-from eventlake.sync.compact import compact_sources, plan_bins
-from eventlake.sync.stage import RunStage
-from eventlake.sync.state import SyncState
+from eventlake.sync import run_sync
+from eventlake.sync.maintenance.compact import compact_sources, plan_bins
+from eventlake.sync.protocol import rewrite
+from eventlake.sync.protocol.stage import RunStage
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
 from tests.conftest import Lake
 from tests.sync.test_sync import track
@@ -203,8 +204,8 @@ def test_the_dedupe_index_is_merged_a_day_per_file_and_still_drops_a_resent_mess
 
 def index_records(index) -> list[tuple[int, int, int]]:
     from eventlake.storage import LocalStorage
-    from eventlake.sync.dedupe_index import index_listing
-    from eventlake.sync.index_keys import open_keys
+    from eventlake.sync.index.dedupe_index import index_listing
+    from eventlake.sync.index.index_keys import open_keys
 
     found = []
     for info in index_listing(LocalStorage(), index):
@@ -273,15 +274,17 @@ def test_a_file_with_a_column_the_table_lacks_is_left_alone(fresh: Lake) -> None
 # -- killed at every step ---------------------------------------------------------------------
 
 CRASH_POINTS = {
-    "after staging, before the manifest": ("eventlake.sync.state.SyncState", "write_pending", 1),
-    "after the manifest, before applying it": ("eventlake.sync.runner", "apply", 1),
-    "after switching, before dropping the replaced files": ("eventlake.sync.rewrite", "drop_replaced", 1),
+    "after staging, before the manifest": ("eventlake.sync.protocol.state.SyncState", "write_pending", 1),
+    "after the manifest, before applying it": ("eventlake.sync.protocol.runner", "apply", 1),
+    "after switching, before dropping the replaced files":
+        ("eventlake.sync.protocol.rewrite", "drop_replaced", 1),
     "after dropping the first replaced file": ("eventlake.storage.LocalStorage", "delete", 2),
-    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
+    "before dropping the manifest": ("eventlake.sync.protocol.state.SyncState", "drop_pending", 1),
     "before deleting the staging": ("eventlake.storage.LocalStorage", "delete_tree", 2),
-    "first table done, before the second manifest": ("eventlake.sync.state.SyncState", "write_pending", 2),
+    "first table done, before the second manifest":
+        ("eventlake.sync.protocol.state.SyncState", "write_pending", 2),
 }  # fmt: skip
-SWAP_POINTS = {"before exchanging the folders": ("eventlake.sync.rewrite", "exchange_folders", 1)}
+SWAP_POINTS = {"before exchanging the folders": ("eventlake.sync.protocol.rewrite", "exchange_folders", 1)}
 PUBLISH_POINTS = {
     "before publishing the new file": ("eventlake.storage.LocalStorage", "publish", 1),
     "after publishing the new file, before the marker": ("eventlake.storage.LocalStorage", "publish", 2),

@@ -21,9 +21,9 @@ from eventlake.console.lake import LakeWatch
 from eventlake.reports import run_history
 from eventlake.scheduler.alerts import DAMAGED, notify_results
 from eventlake.sync import run_sync
-from eventlake.sync.damaged import ask_retry, read_damaged
-from eventlake.sync.runner import exit_code
-from eventlake.sync.state import SyncState
+from eventlake.sync.protocol.damaged import ask_retry, read_damaged
+from eventlake.sync.protocol.runner import exit_code
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import now_utc
 from tests.scheduler.receivers import webhook_receiver
 

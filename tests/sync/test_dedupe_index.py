@@ -18,10 +18,10 @@ import pytest
 
 from eventlake.storage import FileInfo, LocalStorage, Storage
 from eventlake.storage.location import ObjectPath
-from eventlake.sync import index_merge
-from eventlake.sync.dedupe_index import folder_started, index_files, index_listing, seen
-from eventlake.sync.index_keys import keys, lookup, lookup_buckets, open_keys, records_of, write_keys
-from eventlake.sync.index_merge import merge_index
+from eventlake.sync.index import index_merge
+from eventlake.sync.index.dedupe_index import folder_started, index_files, index_listing, seen
+from eventlake.sync.index.index_keys import keys, lookup, lookup_buckets, open_keys, records_of, write_keys
+from eventlake.sync.index.index_merge import merge_index
 from tests.catalog.servers import AWS_ENV, Moto
 
 UTC = timezone.utc
@@ -291,8 +291,8 @@ def test_the_filter_passes_every_key_a_file_holds_and_about_one_in_a_hundred_oth
 ) -> None:
     import numpy as np
 
-    from eventlake.sync import index_keys
-    from eventlake.sync.index_keys import FILTER_BLOCK, KeyWriter, sort_unique
+    from eventlake.sync.index import index_keys
+    from eventlake.sync.index.index_keys import FILTER_BLOCK, KeyWriter, sort_unique
 
     monkeypatch.setattr(index_keys, "FILTER_CHUNK", 7_000)  # set and tested a few thousand keys at a time
 
@@ -330,7 +330,7 @@ def test_a_lookup_of_new_ids_reads_the_filter_not_the_buckets(tmp_path: Path) ->
 def test_a_key_file_written_before_the_filter_is_read_and_merged_into_one_with_it(tmp_path: Path) -> None:
     """Lakes written by the previous version hold key files without a filter (``ELDEDUP1``): read
     as they are; a merge with another file of their day writes the filter."""
-    from eventlake.sync.index_keys import FILTER_BLOCK, MAGIC_V1, TRAILER, TRAILER_V1
+    from eventlake.sync.index.index_keys import FILTER_BLOCK, MAGIC_V1, TRAILER, TRAILER_V1
 
     index = tmp_path / "dedupe"
     day = datetime(2026, 11, 20, 12, tzinfo=UTC)
@@ -361,7 +361,7 @@ def test_on_an_object_store_the_filters_are_copied_once_and_dropped_when_their_f
 ) -> None:
     """A lookup on an object store fetches each key file's filter whole into the local folder once
     and maps it after (no ranged read per id); without that folder a big filter is not used."""
-    from eventlake.sync import index_keys
+    from eventlake.sync.index import index_keys
 
     index, filters = tmp_path / "dedupe", tmp_path / "state" / "dedupe-filters" / "src1"
     day = datetime(2026, 11, 20, 12, tzinfo=UTC)

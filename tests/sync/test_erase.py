@@ -16,7 +16,7 @@ from eventlake.archive import SuppressionList
 from eventlake.query import run_query
 from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
-from eventlake.sync.erase import delete_user
+from eventlake.sync.maintenance.erase import delete_user
 from eventlake.timestamps import parse_timestamp
 from tests.conftest import Lake
 from tests.sync.test_sync import Killed, kill_on_call, track
@@ -131,9 +131,13 @@ def test_every_file_loses_the_users_and_linked_ids_and_the_rest_stays(synced: La
 
 
 KILL_POINTS = {
-    "with the first partitions staged": ("eventlake.sync.runner", "apply", 1),
-    "between two tables": ("eventlake.sync.runner", "apply", 2),
-    "with the tables done, before the archive": ("eventlake.sync.erase.SourceErasure", "archive", 1),
+    "with the first partitions staged": ("eventlake.sync.protocol.runner", "apply", 1),
+    "between two tables": ("eventlake.sync.protocol.runner", "apply", 2),
+    "with the tables done, before the archive": (
+        "eventlake.sync.maintenance.erase.SourceErasure",
+        "archive",
+        1,
+    ),
     "before the audit record": ("eventlake.layout", "deletion_audit_file", 1),
 }
 
@@ -155,7 +159,7 @@ def test_a_shared_device_keeps_the_other_users_signed_in_messages() -> None:
     """A linked anonymous id's messages are the user's only while no one is signed in."""
     import pyarrow as pa
 
-    from eventlake.sync.erase import Identity, _rows_to_keep
+    from eventlake.sync.maintenance.erase import Identity, _rows_to_keep
 
     identity = Identity(USER, frozenset({LINKED}), frozenset({"t1"}))
     assert identity.owns({"type": "page", "anonymousId": LINKED})

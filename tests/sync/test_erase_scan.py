@@ -17,8 +17,8 @@ import pytest
 from eventlake import layout
 from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.storage import LocalStorage
-from eventlake.sync import runner
-from eventlake.sync.erase import delete_user
+from eventlake.sync.maintenance.erase import delete_user
+from eventlake.sync.protocol import runner
 from eventlake.timestamps import day_start_ms, now_utc
 from tests.conftest import Lake
 
@@ -106,7 +106,7 @@ def test_the_archive_is_listed_once_and_read_before_the_lock(lake: Lake, monkeyp
 
 
 def test_a_damaged_archive_file_does_not_stop_users_delete(lake: Lake) -> None:
-    """A damaged archive file is quarantined by a sync (eventlake.sync.damaged) and never stops a
+    """A damaged archive file is quarantined by a sync (eventlake.sync.protocol.damaged) and never stops a
     source: users delete reads the rest of the archive and erases the user from it."""
     lake.archive([{"type": "track", "userId": USER, "messageId": "t1", "event": "x"}])
     good = lake.archive([{"type": "track", "userId": "u-other", "messageId": "o1", "event": "x"}])
@@ -129,7 +129,7 @@ def test_a_file_written_while_a_long_scan_read_the_archive_is_found(lake: Lake) 
     from dataclasses import replace
 
     from eventlake.archive.days import reopened_days
-    from eventlake.sync import erase
+    from eventlake.sync.maintenance import erase
 
     storage, root, source_id = LocalStorage(), lake.settings.lake.root, lake.source.id
     old = now_utc() - timedelta(days=20)
@@ -155,7 +155,7 @@ def test_a_file_announced_before_the_scan_and_written_after_it_is_found(lake: La
     import time
 
     from eventlake.archive.days import reopen_days, reopened_days
-    from eventlake.sync import erase
+    from eventlake.sync.maintenance import erase
 
     storage, root, source_id = LocalStorage(), lake.settings.lake.root, lake.source.id
     old = now_utc() - timedelta(days=20)

@@ -1,6 +1,6 @@
 """The ledger's checkpoint and closed days: a sync lists only open days, and nothing is lost.
 
-These drive :class:`eventlake.sync.ledger.Ledger` on a real local lake with explicit clocks (a day
+These drive :class:`eventlake.sync.protocol.ledger.Ledger` on a real local lake with explicit clocks (a day
 is closed only once it ended :data:`CLOSE_MARGIN_MS` ago): the sync job calls the same three
 steps (read, scan, checkpoint) at its start, under the source's lock."""
 
@@ -18,7 +18,7 @@ from eventlake.archive import list_archive_files
 from eventlake.archive.day_state import CLOSE_MARGIN_MS, MARKER_AGE_MS
 from eventlake.archive.days import reopen_archive, reopen_days
 from eventlake.storage.local import LocalStorage
-from eventlake.sync.ledger import CHECKPOINT_RUNS, Ledger
+from eventlake.sync.protocol.ledger import CHECKPOINT_RUNS, Ledger
 
 SOURCE = "src1"
 DAY = layout.DAY_MS

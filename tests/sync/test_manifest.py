@@ -6,7 +6,15 @@ import orjson
 import pytest
 
 from eventlake.catalog import TableSpec
-from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, PartitionRewrite, TableEntry
+from eventlake.sync.protocol.manifest import (
+    ADD_COLUMNS,
+    CHECK,
+    CREATE,
+    NONE,
+    Manifest,
+    PartitionRewrite,
+    TableEntry,
+)
 
 SPEC = TableSpec("web", "identify", (("user_id", "string"),), ("day", "hr"), "/lake/segment-data/data/s/x")
 

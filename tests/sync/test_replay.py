@@ -15,8 +15,8 @@ from eventlake.errors import UsageError
 from eventlake.query import run_query
 from eventlake.reports import run_history
 from eventlake.sync import run_sync
-from eventlake.sync.replay import ReplayRange, parse_day, run_replay, stale_tables
-from eventlake.sync.retype import set_column_type
+from eventlake.sync.maintenance.replay import ReplayRange, parse_day, run_replay, stale_tables
+from eventlake.sync.maintenance.retype import set_column_type
 from eventlake.timestamps import parse_timestamp
 from tests.conftest import Lake
 from tests.sync.test_sync import Killed, kill_on_call, track
@@ -113,9 +113,9 @@ def test_two_replays_of_one_from_get_distinct_rewrite_ids(synced: Lake, spark, m
     """A rewrite's id is not its range's start plus a few random bits: with the random part fixed,
     two replays of one ``--from`` still get two ids, and the second does not take the first one's
     marker for its own (which emptied the partition)."""
-    import eventlake.sync.stage
+    import eventlake.sync.protocol.stage
 
-    monkeypatch.setattr(eventlake.sync.stage.secrets, "token_hex", lambda n: "0" * (2 * n))
+    monkeypatch.setattr(eventlake.sync.protocol.stage.secrets, "token_hex", lambda n: "0" * (2 * n))
     minted: list[str] = []
     name = layout.compaction_marker_name
     monkeypatch.setattr(layout, "compaction_marker_name", lambda run: minted.append(run) or name(run))
@@ -128,8 +128,8 @@ def test_two_replays_of_one_from_get_distinct_rewrite_ids(synced: Lake, spark, m
 
 
 CRASH_POINTS = {
-    "with the manifest written": ("eventlake.sync.runner", "apply", 1),
-    "between two partitions": ("eventlake.sync.rewrite", "apply_rewrite", 2),
+    "with the manifest written": ("eventlake.sync.protocol.runner", "apply", 1),
+    "between two partitions": ("eventlake.sync.protocol.rewrite", "apply_rewrite", 2),
     "before registering partitions": ("eventlake.catalog.hive.HiveCatalog", "add_partitions", 1),
 }
 

@@ -16,9 +16,9 @@ from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.console.lake import LakeWatch
 from eventlake.reports import daily_health, run_history
 from eventlake.storage import LocalStorage
-from eventlake.sync import rewrite
-from eventlake.sync.commit import apply
-from eventlake.sync.report import (
+from eventlake.sync.protocol import rewrite
+from eventlake.sync.protocol.commit import apply
+from eventlake.sync.protocol.report import (
     REPORT_COLUMNS,
     REPORTS_DATABASE,
     REPORTS_TABLE,
@@ -31,8 +31,8 @@ from eventlake.sync.report import (
     reports_table,
     write_report_rows,
 )
-from eventlake.sync.report_days import checkpoint_reports, merged_through
-from eventlake.sync.state import SyncState
+from eventlake.sync.protocol.report_days import checkpoint_reports, merged_through
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import now_utc
 from tests.sync.test_sync import Killed, kill_on_call
 
@@ -149,10 +149,10 @@ def test_a_finished_day_is_one_file_and_one_partition_and_reads_the_same(project
 
 
 MERGE_POINTS = {
-    "after staging, before the manifest": ("eventlake.sync.state.SyncState", "write_pending", 1),
-    "after the manifest, before applying it": ("eventlake.sync.runner", "apply", 1),
-    "before exchanging the folders": ("eventlake.sync.rewrite", "exchange_folders", 1),
-    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
+    "after staging, before the manifest": ("eventlake.sync.protocol.state.SyncState", "write_pending", 1),
+    "after the manifest, before applying it": ("eventlake.sync.protocol.runner", "apply", 1),
+    "before exchanging the folders": ("eventlake.sync.protocol.rewrite", "exchange_folders", 1),
+    "before dropping the manifest": ("eventlake.sync.protocol.state.SyncState", "drop_pending", 1),
     "before deleting the staging": ("eventlake.storage.LocalStorage", "delete_tree", 1),
     "before the progress file": ("eventlake.layout", "report_days_file", 2),  # (1: read at the start)
 }  # fmt: skip
@@ -245,7 +245,7 @@ def test_a_lake_with_a_partition_per_run_is_upgraded_in_place(project: Project, 
 
 UPGRADE_POINTS = {
     "after staging, before dropping the old table": ("eventlake.catalog.hive.HiveCatalog", "drop_table", 1),
-    "after dropping the old table, before the manifest": ("eventlake.sync.state.SyncState", "write_pending", 1),  # noqa: E501
+    "after dropping the old table, before the manifest": ("eventlake.sync.protocol.state.SyncState", "write_pending", 1),  # noqa: E501
     "after a day's merged file, before its marker": ("eventlake.storage.LocalStorage", "publish", 2),
     "after the first day, before deleting its run reports": ("eventlake.storage.LocalStorage", "delete", 1),
     "before registering the day partitions": ("eventlake.catalog.hive.HiveCatalog", "add_partitions", 1),

@@ -15,9 +15,9 @@ from eventlake.config import RetentionSettings, load_settings
 from eventlake.errors import ConfigError, UsageError
 from eventlake.query import run_query
 from eventlake.sync import run_sync
-from eventlake.sync.manifest import Manifest
-from eventlake.sync.retention import apply_retention
-from eventlake.sync.state import SyncState
+from eventlake.sync.maintenance.retention import apply_retention
+from eventlake.sync.protocol.manifest import Manifest
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
 from tests.conftest import Lake
 from tests.sync.test_sync import track

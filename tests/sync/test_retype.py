@@ -7,7 +7,7 @@ import pytest
 
 from eventlake import layout
 from eventlake.errors import UsageError
-from eventlake.sync.retype import set_column_type
+from eventlake.sync.maintenance.retype import set_column_type
 from tests.sync.test_sync import rows, sync, track
 
 pytestmark = pytest.mark.spark
@@ -69,11 +69,11 @@ def test_bad_requests_name_the_choices(lake, spark):
 
 
 RETYPE_CRASH_POINTS = {
-    "after staging, before publishing": ("eventlake.sync.runner", "apply", 1),
+    "after staging, before publishing": ("eventlake.sync.protocol.runner", "apply", 1),
     "after publishing the first file": ("eventlake.storage.LocalStorage", "publish", 2),
     "before changing the catalog": ("eventlake.catalog.hive.HiveCatalog", "set_column_type", 1),
-    "before writing the schema file": ("eventlake.sync.commit", "write_schema_file", 1),
-    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
+    "before writing the schema file": ("eventlake.sync.protocol.commit", "write_schema_file", 1),
+    "before dropping the manifest": ("eventlake.sync.protocol.state.SyncState", "drop_pending", 1),
 }
 
 

@@ -1,4 +1,4 @@
-"""The one per-source loop (sync/runner.py) on a local lake, with the real lock file and a real
+"""The one per-source loop (sync/protocol/runner.py) on a local lake, with the real lock file and a real
 lease: busy -> Skipped, raised -> Failed, interrupted runs completed first, a lost lease publishes
 nothing. No Spark: the jobs here are plain functions."""
 
@@ -16,11 +16,11 @@ from eventlake import layout
 from eventlake.flock import LockFile
 from eventlake.storage.lease import Lease, LeaseLostError, lease_name
 from eventlake.storage.local import LocalStorage
-from eventlake.sync.lock import SyncBusyError
-from eventlake.sync.manifest import Manifest
-from eventlake.sync.runner import EXIT_BUSY, Hold, exit_code, publish, roll_forward, run_source
-from eventlake.sync.state import SyncState
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.lock import SyncBusyError
+from eventlake.sync.protocol.manifest import Manifest
+from eventlake.sync.protocol.runner import EXIT_BUSY, Hold, exit_code, publish, roll_forward, run_source
+from eventlake.sync.protocol.state import SyncState
+from eventlake.sync.protocol.status import Status
 
 
 def no_catalog():
@@ -228,11 +228,11 @@ def test_a_manifest_of_a_newer_lease_at_roll_forward_means_the_lease_was_lost(la
 
 
 def test_a_reports_merge_is_fenced_by_the_lease_like_any_commit(lake):
-    """Issue 34, defect 4, where the reports' day merge (sync/report_days.py) meets the fence: A's
+    """Issue 34, defect 4, where the reports' day merge (sync/protocol/report_days.py) meets the fence: A's
     sync checks its lease and stalls before writing the merge's manifest; B takes the lease over.
     The merge's manifest is confirmed under A's lease like a sync's commit: it fails, A publishes
     nothing (before, A wrote an unnumbered manifest and applied it under the lost lease)."""
-    from eventlake.sync.report import (
+    from eventlake.sync.protocol.report import (
         SyncResult,
         TableResult,
         note_report_day,
@@ -240,7 +240,7 @@ def test_a_reports_merge_is_fenced_by_the_lease_like_any_commit(lake):
         report_rows,
         write_report_rows,
     )
-    from eventlake.sync.report_days import checkpoint_reports
+    from eventlake.sync.protocol.report_days import checkpoint_reports
     from eventlake.timestamps import now_utc
 
     root, source_id = lake.settings.lake.root, lake.source.id

@@ -11,7 +11,7 @@ import pytest
 from eventlake.config import add_source, load_settings
 from eventlake.query import run_query
 from eventlake.sync import run_sync
-from eventlake.sync.retype import set_column_type
+from eventlake.sync.maintenance.retype import set_column_type
 from tests.conftest import Lake
 from tests.sync.test_sync import track
 

@@ -16,7 +16,7 @@ import pytest
 from eventlake import layout
 from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
-from eventlake.sync.state import SyncState
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
 
 pytestmark = pytest.mark.spark
@@ -137,7 +137,8 @@ def test_rerun_without_new_data_changes_nothing(lake, spark):
 
 @pytest.mark.parametrize("lookup_ids", [200_000, 1], ids=["one lookup pass", "a lookup pass per id"])
 def test_duplicate_message_ids_within_a_run_and_across_runs(lake, spark, monkeypatch, lookup_ids):
-    monkeypatch.setattr("eventlake.sync.dedupe.LOOKUP_IDS", lookup_ids)  # a micro-batch, or a big run split
+    # a micro-batch, or a big run split
+    monkeypatch.setattr("eventlake.sync.pipeline.dedupe.LOOKUP_IDS", lookup_ids)
     lake.archive([track("dup", revenue=1), track("dup", revenue=1), track("m2")])
     first = sync(lake, spark)
     assert first.duplicates_dropped == 1 and first.rows == 2
@@ -275,12 +276,12 @@ def kill_on_call(monkeypatch, module_path: str, attribute: str, number: int) -> 
 
 
 CRASH_POINTS = {
-    "after staging, before publishing": ("eventlake.sync.runner", "apply", 1),
+    "after staging, before publishing": ("eventlake.sync.protocol.runner", "apply", 1),
     "after moving the first file": ("eventlake.storage.LocalStorage", "publish", 2),
-    "before writing the report": ("eventlake.sync.commit", "write_report_rows", 1),
+    "before writing the report": ("eventlake.sync.protocol.commit", "write_report_rows", 1),
     "while registering partitions": ("eventlake.catalog.hive.HiveCatalog", "add_partitions", 1),
-    "before recording the ledger": ("eventlake.sync.state.SyncState", "record_synced", 1),
-    "before dropping the manifest": ("eventlake.sync.state.SyncState", "drop_pending", 1),
+    "before recording the ledger": ("eventlake.sync.protocol.state.SyncState", "record_synced", 1),
+    "before dropping the manifest": ("eventlake.sync.protocol.state.SyncState", "drop_pending", 1),
 }
 
 
@@ -320,7 +321,7 @@ def test_a_run_killed_at_any_commit_step_is_completed_exactly_once(lake, spark, 
 
 
 def test_a_failed_run_commits_nothing_and_the_rerun_syncs_everything(lake, spark, monkeypatch):
-    from eventlake.sync import job
+    from eventlake.sync.pipeline import job
 
     lake.archive([track("m1")])
 
@@ -346,7 +347,7 @@ class FullDisk(LocalStorage):
 
 def test_a_store_that_fails_the_run_and_its_report_leaves_the_runs_error(lake, spark):
     from eventlake.catalog import load_catalog
-    from eventlake.sync.job import SourceSync
+    from eventlake.sync.pipeline.job import SourceSync
 
     lake.archive([track("m1")])
     said = []

@@ -10,9 +10,9 @@ import orjson
 from eventlake.schema import cast_value
 from eventlake.spec import enrich
 from eventlake.storage import LocalStorage
-from eventlake.sync.stage import DEDUPE, TABLE, VALUES, RunStage, StagedFile
-from eventlake.sync.transform import dumps, loads, parse_line
-from eventlake.sync.write import cast_rows, write_partition
+from eventlake.sync.pipeline.transform import dumps, loads, parse_line
+from eventlake.sync.pipeline.write import cast_rows, write_partition
+from eventlake.sync.protocol.stage import DEDUPE, TABLE, VALUES, RunStage, StagedFile
 from eventlake.timestamps import parse_timestamp
 
 RECEIVED = parse_timestamp("2026-11-22T10:47:00.123Z")
@@ -288,7 +288,7 @@ def test_write_partition_writes_one_file_per_table_partition(tmp_path) -> None:
 
 
 def test_messages_name_their_shape_and_each_shape_comes_once() -> None:
-    from eventlake.sync.transform import Shapes
+    from eventlake.sync.pipeline.transform import Shapes
 
     shapes = Shapes(task=3)
     same = [archived({"type": "identify", "userId": f"u{i}", "messageId": f"m{i}"}) for i in range(2)]
@@ -315,8 +315,8 @@ def _archive(tmp_path, lines: list[str]):
 def test_the_parse_pass_keeps_valid_messages_values_in_pieces_and_numbers_every_row(tmp_path) -> None:
     import pyarrow as pa
 
-    from eventlake.sync.pieces import pieces_by_type, read_pieces
-    from eventlake.sync.transform import PARSED_ARROW, parse_files, payload_hash
+    from eventlake.sync.pipeline.pieces import pieces_by_type, read_pieces
+    from eventlake.sync.pipeline.transform import PARSED_ARROW, parse_files, payload_hash
 
     lines = [
         archived({"type": "identify", "userId": "u1", "messageId": "m1", "traits": {"age": 3}}),
@@ -355,7 +355,7 @@ def test_the_parse_pass_keeps_valid_messages_values_in_pieces_and_numbers_every_
 
 
 def test_a_failed_parse_task_leaves_no_piece(tmp_path) -> None:
-    from eventlake.sync.pieces import Pieces, pieces_by_type
+    from eventlake.sync.pipeline.pieces import Pieces, pieces_by_type
 
     folder = tmp_path / "pieces"
     try:
@@ -371,8 +371,8 @@ def test_a_failed_parse_task_leaves_no_piece(tmp_path) -> None:
 def test_a_task_with_many_segment_types_keeps_few_files_open(tmp_path, monkeypatch) -> None:
     import pyarrow as pa
 
-    from eventlake.sync import pieces as module
-    from eventlake.sync.pieces import Pieces, pieces_by_type, read_pieces
+    from eventlake.sync.pipeline import pieces as module
+    from eventlake.sync.pipeline.pieces import Pieces, pieces_by_type, read_pieces
 
     monkeypatch.setattr(module, "_OPEN_FILES", 2)
     monkeypatch.setattr(module, "_FLUSH_ROWS", 1)
@@ -394,8 +394,8 @@ def test_a_task_with_many_segment_types_keeps_few_files_open(tmp_path, monkeypat
 def test_a_run_whose_write_pass_lost_rows_fails() -> None:
     import pytest
 
-    from eventlake.sync.job import _check_written
-    from eventlake.sync.stage import MESSAGES
+    from eventlake.sync.pipeline.job import _check_written
+    from eventlake.sync.protocol.stage import MESSAGES
 
     staged = [
         StagedFile(TABLE, "p0", 2, "identify", ("2026-11-22", "10")),
@@ -415,9 +415,9 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
     import pyarrow.parquet as pq
 
     from eventlake import layout
-    from eventlake.sync.index_keys import RECORD, TRAILER, keys, sort_unique
-    from eventlake.sync.pieces import Pieces, pieces_by_type
-    from eventlake.sync.write import write_segment_type, write_segment_types
+    from eventlake.sync.index.index_keys import RECORD, TRAILER, keys, sort_unique
+    from eventlake.sync.pipeline.pieces import Pieces, pieces_by_type
+    from eventlake.sync.pipeline.write import write_segment_type, write_segment_types
 
     folder = tmp_path / "pieces"
     ten, eleven = RECEIVED, RECEIVED.replace(hour=11)
@@ -462,7 +462,7 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
         [(4, "identify", paths), (5, "page", [])], blocked=("page",), **common
     )  # one task's types: one slice of the dedupe index
     assert both[-1] == StagedFile(DEDUPE, layout.index_file_name("r1", 4), 3)
-    data = Path(stage.staged(both[-1])).read_bytes()  # a key file (sync/index_keys.py)
+    data = Path(stage.staged(both[-1])).read_bytes()  # a key file (sync/index/index_keys.py)
     count = TRAILER.unpack(data[-TRAILER.size :])[2]
     records = np.frombuffer(data[: count * RECORD.itemsize], RECORD)
     expected = sort_unique(keys(pa.array(["m1", "m3", "m5"])))
@@ -473,7 +473,7 @@ def test_a_segment_type_is_written_from_its_pieces_sorted_by_partition(tmp_path)
 
 
 def test_partition_values_of_an_hour_match_spark_date_patterns() -> None:
-    from eventlake.sync.write import _partition_values
+    from eventlake.sync.pipeline.write import _partition_values
 
     def hour(*when: int) -> int:
         return int(datetime(*when, tzinfo=timezone.utc).timestamp()) // 3600
@@ -495,8 +495,8 @@ def test_partition_values_of_an_hour_match_spark_date_patterns() -> None:
 def test_a_damaged_archive_file_is_one_row_naming_it_and_gives_no_line_nor_piece(tmp_path) -> None:
     import pyarrow as pa
 
-    from eventlake.sync.pieces import pieces_by_type, read_pieces
-    from eventlake.sync.transform import PARSED_ARROW, parse_files
+    from eventlake.sync.pipeline.pieces import pieces_by_type, read_pieces
+    from eventlake.sync.pipeline.transform import PARSED_ARROW, parse_files
 
     good = _archive(tmp_path, [archived({"type": "track", "event": "A", "userId": "u", "messageId": "g"})])
     many = [

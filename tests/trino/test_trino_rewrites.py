@@ -18,12 +18,13 @@ import pytest
 
 from eventlake.config import RetentionSettings, load_settings
 from eventlake.query import run_query
-from eventlake.sync import commit, rewrite, run_sync
-from eventlake.sync.compact import compact_sources
-from eventlake.sync.erase import delete_user
-from eventlake.sync.replay import ReplayRange, run_replay
-from eventlake.sync.retention import apply_retention
-from eventlake.sync.retype import set_column_type
+from eventlake.sync import run_sync
+from eventlake.sync.maintenance.compact import compact_sources
+from eventlake.sync.maintenance.erase import delete_user
+from eventlake.sync.maintenance.replay import ReplayRange, run_replay
+from eventlake.sync.maintenance.retention import apply_retention
+from eventlake.sync.maintenance.retype import set_column_type
+from eventlake.sync.protocol import commit, rewrite
 from tests.conftest import Lake
 from tests.objectstore.conftest import s3_project
 from tests.trino.lake import DAY

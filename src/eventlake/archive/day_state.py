@@ -16,7 +16,7 @@ A received day of a source's archive (``segment-logs/<source-id>/<day-ms>/``) is
 - **expired** once retention deleted its files (:func:`is_expired`): an import skips it.
 
 ``docs/sync.md`` ("An archive day's states") draws the same machine. The ledger
-(:mod:`eventlake.sync.ledger`), the sealer, the importer and retention ask these functions; none
+(:mod:`eventlake.sync.protocol.ledger`), the sealer, the importer and retention ask these functions; none
 of them compares a day's times itself.
 """
 

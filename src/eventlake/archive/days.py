@@ -1,7 +1,7 @@
 """The archive by received day: list one day, mark a day written to again, and what retention deleted.
 
 A sync lists only the archive's open days (the rules: :mod:`eventlake.archive.day_state`; the
-ledger: :mod:`eventlake.sync.ledger`): the days after the ledger's ``closed_through`` and the days
+ledger: :mod:`eventlake.sync.protocol.ledger`): the days after the ledger's ``closed_through`` and the days
 named by a reopen marker. Whatever writes an archive file into a day that has ended (the sealer
 sealing late, ``eventlake import``; after a restore by hand, ``eventlake sync --rescan``) first
 writes a marker, ``_state/reopened/<source-id>/<day>-<written>-<token>.json``; the marker is written

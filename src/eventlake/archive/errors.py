@@ -122,7 +122,7 @@ class ArchiveUploadError(SpoolError):
 
 class DamagedArchiveFileError(EventLakeError):
     """An archive file is not whole gzip (an interrupted copy, a bad disk, another format): none of
-    its lines can be trusted. A sync quarantines it by name (see :mod:`eventlake.sync.damaged`)."""
+    its lines can be trusted. A sync quarantines it by name (see :mod:`eventlake.sync.protocol.damaged`)."""
 
     code = "archive_file_damaged"
 

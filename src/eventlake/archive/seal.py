@@ -25,7 +25,7 @@ directory or a bucket. The steps, each idempotent to redo, so that a process kil
 
 So once a segment is dropped, its archive object holds no line of a user suppressed before the
 last read of step 5, and a user suppressed after that read finds the object in the archive when
-their ``users delete`` lists it (see :mod:`eventlake.sync.erase`). The lines dropped are counted
+their ``users delete`` lists it (see :mod:`eventlake.sync.maintenance.erase`). The lines dropped are counted
 (:attr:`SealResult.suppressed`).
 
 The archive name is derived from the segment name (unique per collector process), so a segment is

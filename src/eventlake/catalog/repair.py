@@ -60,7 +60,7 @@ class TablePartitions:
 def table_partitions(storage: Storage, spec: TableSpec) -> TablePartitions:
     """The partitions whose folder under the table's location holds a data file (``*.parquet`` for
     Parquet tables; hidden and ``_``-prefixed files do not count, as in Spark), and those whose data
-    is in a version folder (rewritten on an object store, see :mod:`eventlake.sync.rewrite`: a
+    is in a version folder (rewritten on an object store, see :mod:`eventlake.sync.protocol.rewrite`: a
     compacted table partition, a reports day merged into one file): one listing of the table's folder,
     one of its versions tree."""
     if not spec.partition_keys:

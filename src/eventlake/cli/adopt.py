@@ -46,7 +46,7 @@ def adopt(ctx: Context, slug: str, dry_run: bool, track_tables: str | None, no_w
       eventlake adopt --source ios --track-tables tracks_   # no Glue tables: name them tracks_<event>
     """
     from eventlake.progress import say
-    from eventlake.sync.adopt import adopt_source
+    from eventlake.sync.maintenance.adopt import adopt_source
 
     settings = ctx.settings()
     result = adopt_source(

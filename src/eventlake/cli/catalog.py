@@ -31,7 +31,7 @@ def catalog_repair(ctx: Context, sources_: tuple[str, ...], fmt: str) -> None:
       eventlake catalog repair --source web --format json
     """
     from eventlake.catalog.repair import repair_catalog
-    from eventlake.sync.report import reports_table
+    from eventlake.sync.protocol.report import reports_table
 
     settings = ctx.settings()
     result = repair_catalog(settings, sources_, tables=[reports_table(settings.lake.root)])

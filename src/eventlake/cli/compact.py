@@ -59,7 +59,7 @@ def compact(ctx: Context, sources_: tuple[str, ...], older_than: str | None, no_
       eventlake compact --source web --older-than 2h --format json
     """
     from eventlake.cli.outcome import exit_for
-    from eventlake.sync.compact import compact_sources
+    from eventlake.sync.maintenance.compact import compact_sources
 
     hours = duration_hours(older_than) if older_than is not None else None
     results = compact_sources(ctx.settings(), sources_, older_than_hours=hours, wait=not no_wait)

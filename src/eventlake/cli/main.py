@@ -342,7 +342,7 @@ def sync(ctx: Context, sources_: tuple[str, ...], no_wait: bool, rescan: bool, f
     settings = ctx.settings()
     if rescan:
         from eventlake.archive.days import reopen_archive
-        from eventlake.sync.damaged import ask_retry
+        from eventlake.sync.protocol.damaged import ask_retry
 
         for source in settings.sources:
             if not sources_ or source.slug in sources_:

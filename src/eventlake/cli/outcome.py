@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import click
 
-from eventlake.sync.runner import EXIT_BUSY, SourceResult, busy_sources, exit_code
+from eventlake.sync.protocol.runner import EXIT_BUSY, SourceResult, busy_sources, exit_code
 
 
 def exit_for(results: Sequence[SourceResult], busy: str = "") -> None:
-    """Exit as :func:`eventlake.sync.runner.exit_code` says (1 when a source failed, else 75 when
+    """Exit as :func:`eventlake.sync.protocol.runner.exit_code` says (1 when a source failed, else 75 when
     one was busy); return when every source ended. ``busy``: said first when sources were busy
     (``{sources}``: their slugs)."""
     code = exit_code(results)

@@ -49,7 +49,7 @@ def replay(
     """
     from eventlake.cli.outcome import exit_busy
     from eventlake.sync import SyncBusyError
-    from eventlake.sync.replay import ReplayRange, parse_day, run_replay, stale_tables
+    from eventlake.sync.maintenance.replay import ReplayRange, parse_day, run_replay, stale_tables
 
     settings = ctx.settings()
     wanted = ReplayRange(

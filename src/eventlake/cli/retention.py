@@ -34,7 +34,7 @@ def retention(ctx: Context, sources_: tuple[str, ...], dry_run: bool, no_wait: b
       eventlake retention --source web --format json
     """
     from eventlake.cli.outcome import exit_for
-    from eventlake.sync.retention import apply_retention
+    from eventlake.sync.maintenance.retention import apply_retention
 
     results = apply_retention(ctx.settings(), sources_, dry_run=dry_run, wait=not no_wait)
     rows = []

@@ -31,7 +31,7 @@ def set_type(ctx: Context, table: str, column: str, type_: str) -> None:
     """
     from eventlake.jvm.session import owned_session
     from eventlake.progress import say
-    from eventlake.sync.retype import set_column_type
+    from eventlake.sync.maintenance.retype import set_column_type
 
     settings = ctx.settings()
     with owned_session(settings, "eventlake-schema") as spark:

@@ -46,7 +46,7 @@ def users_delete(
       eventlake users delete u-1234 --source web --by "dpo@example.com" --format json
     """
     from eventlake.cli.outcome import exit_for
-    from eventlake.sync.erase import delete_user
+    from eventlake.sync.maintenance.erase import delete_user
 
     results = delete_user(ctx.settings(), user_id, sources_, requested_by=requested_by, wait=not no_wait)
     rows = [{column: getattr(result, column) for column in COLUMNS} for result in results]

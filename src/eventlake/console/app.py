@@ -43,7 +43,7 @@ from eventlake.console.lake import LakeWatch, Run
 from eventlake.console.query_box import QueryBox
 from eventlake.query.duckdb_engine import ident, run_duckdb
 from eventlake.query.errors import QueryError
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import now_utc
 
 PAGE_SIZE = 50

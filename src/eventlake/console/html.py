@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.status import Status
 
 NAV = (("/", "Overview"), ("/runs", "Sync history"), ("/schemas", "Schemas"), ("/quarantine", "Quarantine"),
        ("/query", "Query"))  # fmt: skip

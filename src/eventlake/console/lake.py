@@ -41,11 +41,11 @@ from eventlake.console.pending import PendingFiles
 from eventlake.partitions import report_day_files
 from eventlake.storage import Location, relative_to
 from eventlake.storage.local import write_atomic
-from eventlake.sync.damaged import DamagedFile, read_damaged
-from eventlake.sync.health import read_health
-from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
-from eventlake.sync.stage import run_started
-from eventlake.sync.status import Status
+from eventlake.sync.maintenance.health import read_health
+from eventlake.sync.protocol.damaged import DamagedFile, read_damaged
+from eventlake.sync.protocol.report import read_report_rows, report_files_by_day, report_runs, run_status
+from eventlake.sync.protocol.stage import run_started
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import now_utc, parse_timestamp
 
 ACCEPTED_METRIC = "eventlake_messages_accepted"  # the collector's counter, by source (without _total)
@@ -245,8 +245,9 @@ class SourceHealth:
     accepted_per_minute: float | None = None  # None: the collector did not answer
     oldest_unqueryable: datetime | None = None  # the oldest message not synced yet (None: none)
     unsynced_files: int = 0
-    failures_in_a_row: int = 0  # the source's sync health file (eventlake.sync.health)
-    damaged: tuple[DamagedFile, ...] = ()  # its archive files quarantined as damaged (eventlake.sync.damaged)
+    failures_in_a_row: int = 0  # the source's sync health file (eventlake.sync.maintenance.health)
+    # its archive files quarantined as damaged (eventlake.sync.protocol.damaged)
+    damaged: tuple[DamagedFile, ...] = ()
 
     def lag_seconds(self, now: datetime) -> float:
         """How long the oldest message not yet queryable has waited (0: everything is queryable)."""

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 
 from eventlake.console.lake import LakeWatch
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import now_utc
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

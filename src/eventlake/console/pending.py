@@ -1,8 +1,8 @@
 """A source's archive files no sync has read, as the console shows them every few seconds, at a
 cost that does not grow with the archive's age.
 
-:meth:`eventlake.sync.ledger.Ledger.pending` lists every open day of the archive; a source whose
-checkpoint is more than :data:`~eventlake.sync.ledger.WIDE_GAP_DAYS` behind (disabled, paused, or
+:meth:`eventlake.sync.protocol.ledger.Ledger.pending` lists every open day of the archive; a source whose
+checkpoint is more than :data:`~eventlake.sync.protocol.ledger.WIDE_GAP_DAYS` behind (disabled, paused, or
 never synced) has it list the whole archive, which the console's refresh would do every 5 s
 (millions of keys after a year). :class:`PendingFiles` reads the ledger as a sync does (the
 checkpoint, the run entries after it, the reopen markers: a few requests), but keeps each open
@@ -25,7 +25,7 @@ from eventlake.archive import list_archive_files
 from eventlake.archive.day_state import day_of, listing_is_final
 from eventlake.archive.days import list_archive_day
 from eventlake.storage import Location, Storage
-from eventlake.sync.ledger import WIDE_GAP_DAYS, Ledger, LedgerView
+from eventlake.sync.protocol.ledger import WIDE_GAP_DAYS, Ledger, LedgerView
 
 
 @dataclass

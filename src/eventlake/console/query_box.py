@@ -18,7 +18,7 @@ from eventlake.console.html import e, int_param, table
 from eventlake.query.duckdb_engine import run_duckdb
 from eventlake.query.errors import QueryError
 from eventlake.query.result import QueryResult
-from eventlake.sync.report import REPORTS_DATABASE, REPORTS_TABLE
+from eventlake.sync.protocol.report import REPORTS_DATABASE, REPORTS_TABLE
 
 EXAMPLE_QUERY = f"SELECT status, count(*) AS runs\nFROM {REPORTS_DATABASE}.{REPORTS_TABLE}\nGROUP BY status"
 FORMULA_START = ("=", "+", "-", "@")  # a CSV cell starting so is a formula to a spreadsheet

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 
 from eventlake.config import Settings
-from eventlake.sync.report import read_report_rows, report_files_by_day, report_runs, run_status
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.report import read_report_rows, report_files_by_day, report_runs, run_status
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import now_utc
 
 RUN_COLUMNS = (
@@ -77,7 +77,7 @@ def run_history(settings: Settings, source: str | None = None, limit: int = 100)
                     "new_columns": sum(len(t["new_columns"]) for t in tables),
                     "duplicates_dropped": head.get("duplicates_dropped", 0),
                     "rejected": head.get("rejected_messages", 0) + head.get("rejected_values", 0),
-                    # archive files quarantined by name (eventlake.sync.damaged), with their problem
+                    # archive files quarantined by name (eventlake.sync.protocol.damaged), with their problem
                     "damaged_files": "; ".join(
                         f"{d['file']} ({d.get('problem') or 'damaged'})"
                         for d in head.get("damaged_files") or ()

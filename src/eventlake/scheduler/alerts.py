@@ -1,11 +1,11 @@
 """Sync failure alerts, as Segment Data Lakes sent them: on the 1st, 5th and 20th failure in a row
 of a source's sync (``alerts.on_failures``), and on its first success after failing
 (``alerts.on_recovery``), to the webhook and the email addresses of ``[alerts]``. And, always, on a
-sync that found damaged archive files (quarantined by name, :mod:`eventlake.sync.damaged`): the run
+sync that found damaged archive files (quarantined by name, :mod:`eventlake.sync.protocol.damaged`): the run
 did not fail, but those files' messages are not in the lake until they are restored.
 
 ``eventlake sync`` and ``up``'s engine call :func:`notify_results` with each run's results; the
-failures in a row are counted in the source's health file (:mod:`eventlake.sync.health`), so the
+failures in a row are counted in the source's health file (:mod:`eventlake.sync.maintenance.health`), so the
 count goes on across restarts and across ``eventlake sync`` and ``up``. A channel that fails is
 logged and skipped: it never fails the sync, and the alert is not sent again.
 """
@@ -20,8 +20,8 @@ from typing import Any
 from eventlake.config import AlertsSettings, Settings
 from eventlake.progress import Say
 from eventlake.scheduler.channels import post_webhook, send_email
-from eventlake.sync.health import SyncHealth, record_result
-from eventlake.sync.report import SyncResult
+from eventlake.sync.maintenance.health import SyncHealth, record_result
+from eventlake.sync.protocol.report import SyncResult
 from eventlake.timestamps import format_timestamp
 
 FAILED, RECOVERED, DAMAGED = "sync_failed", "sync_recovered", "archive_file_damaged"

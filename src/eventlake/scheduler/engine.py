@@ -13,10 +13,10 @@ session and one catalog connection for its whole life.
 - After each sync it counts each source's failures in a row and sends the failure and recovery
   alerts of ``[alerts]`` (:mod:`eventlake.scheduler.alerts`).
 - It compacts every ``[compact] interval_seconds`` (after a sync; 0: never) through
-  :func:`eventlake.sync.compact.compact_sources`, the entry point of ``eventlake compact``.
+  :func:`eventlake.sync.maintenance.compact.compact_sources`, the entry point of ``eventlake compact``.
 - With ``[retention]`` set, it deletes old archive days and table partitions after the first sync
   and every ``[retention] interval_seconds`` through
-  :func:`eventlake.sync.retention.apply_retention`, the entry point of ``eventlake retention``.
+  :func:`eventlake.sync.maintenance.retention.apply_retention`, the entry point of ``eventlake retention``.
 - It serves SQL: Spark's Thrift server (HiveServer2) inside the same session, on 127.0.0.1 and
   ``[query] thrift_port`` (or the first free port above it), recorded in
   ``state_dir/sql-service/<pid>.json`` so that ``eventlake sql --engine spark`` sends its queries
@@ -208,7 +208,7 @@ def _sync_once(
 def _compact_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say) -> None:
     """Compact every source's closed partitions (``[compact]``), skipping a source being synced
     elsewhere; a failure is said, and the next interval tries again."""
-    from eventlake.sync.compact import compact_sources
+    from eventlake.sync.maintenance.compact import compact_sources
 
     try:
         results = compact_sources(settings, catalog=catalog, spark=spark, wait=False, say=say)
@@ -226,7 +226,7 @@ def _compact_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine
 def _retain_once(settings: Settings, spark: Any, catalog: Any, say: Say, engine_say: Say) -> None:
     """Apply ``[retention]`` to every source, skipping a source being synced elsewhere; a failure is
     said, and the next interval tries again."""
-    from eventlake.sync.retention import apply_retention
+    from eventlake.sync.maintenance.retention import apply_retention
 
     try:
         results = apply_retention(settings, catalog=catalog, spark=spark, wait=False, say=say)

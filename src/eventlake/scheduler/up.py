@@ -16,7 +16,7 @@ had to be restarted (on a new port), the engine is restarted to reach the new on
 
 On SIGTERM or Ctrl-C the collector stops and seals its spool, then the engine is stopped (SIGTERM,
 then SIGKILL of its group after a grace period), then the metastore service; a sync stopped
-half-way is completed by the next one (see eventlake.sync.job).
+half-way is completed by the next one (see eventlake.sync.pipeline.job).
 """
 
 from __future__ import annotations

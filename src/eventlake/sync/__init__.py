@@ -10,16 +10,16 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.storage import Storage
-from eventlake.sync.lock import SyncBusyError
-from eventlake.sync.report import SyncResult, TableResult
-from eventlake.sync.runner import Hold, run_source
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.lock import SyncBusyError
+from eventlake.sync.protocol.report import SyncResult, TableResult
+from eventlake.sync.protocol.runner import Hold, run_source
+from eventlake.sync.protocol.status import Status
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from eventlake.catalog import Catalog
-    from eventlake.sync.job import Stager
+    from eventlake.sync.pipeline.job import Stager
 
 SKIPPED = Status.SKIPPED
 DISABLED = Status.DISABLED  # a source with enabled = false: collected and archived, not synced
@@ -85,7 +85,7 @@ def _sync_source(
     stager: Stager | None = None,
 ) -> SyncResult:
     """One source's sync under its lock; a busy or failed source is a result, not an error."""
-    from eventlake.sync.job import SourceSync
+    from eventlake.sync.pipeline.job import SourceSync
 
     jobs: list[SourceSync] = []
 

@@ -44,7 +44,7 @@ _RUN_ID = re.compile(r"(.*?)(\d{8}T\d{6})(\d{3})Z")  # a prefix, then new_run_id
 
 def new_run_id(start: datetime, prefix: str = "", token_bytes: int = 2) -> str:
     """Sortable and unique: ``20261122T104700123Z-1a2b`` (``token_bytes`` random bytes at the end;
-    a rewrite's id has 8: :class:`eventlake.sync.rewrite.RewriteRun`). :func:`run_started` reads
+    a rewrite's id has 8: :class:`eventlake.sync.protocol.rewrite.RewriteRun`). :func:`run_started` reads
     the start back."""
     stamp = start.strftime("%Y%m%dT%H%M%S") + f"{start.microsecond // 1000:03d}Z"
     return f"{prefix}{stamp}-{secrets.token_hex(token_bytes)}"

@@ -53,8 +53,8 @@ from eventlake.progress import Say
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.base import BATCH_THREADS, in_parallel
 from eventlake.storage.local import fsync_dir
-from eventlake.sync.manifest import PartitionRewrite
-from eventlake.sync.stage import RunStage, new_run_id
+from eventlake.sync.protocol.manifest import PartitionRewrite
+from eventlake.sync.protocol.stage import RunStage, new_run_id
 from eventlake.timestamps import format_timestamp, now_utc, parse_timestamp
 
 
@@ -120,7 +120,7 @@ def finish_rewrite(
     (naming the outputs, the marker and the version folder) and kind. ``table``: the catalog's table
     of the partition, whose location moves when the partition moves to a version folder. ``sources``:
     where each of the ``outputs`` is staged when not in the rewrite folder (on an object store only:
-    see :class:`~eventlake.sync.manifest.PartitionRewrite`).
+    see :class:`~eventlake.sync.protocol.manifest.PartitionRewrite`).
 
     The marker records every name listed (``covers``): the new version supersedes them, and a file
     that shows up after is data (see :func:`eventlake.layout.partition_data`); the rewrite retires

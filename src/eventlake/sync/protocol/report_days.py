@@ -6,7 +6,7 @@ Where reports are (:mod:`eventlake.layout`): a run writes ``report-<run>.json`` 
 day's folder ``reports/day=<d>/source=<s>/``, which is the day's partition: the partition is
 registered by the day's first run and shows each later run as it lands (Spark, Hive and Athena read
 a partition's own files). A merge writes the day's reports as one file and switches readers to it
-as a compaction switches a partition (:mod:`eventlake.sync.rewrite`, through a manifest):
+as a compaction switches a partition (:mod:`eventlake.sync.protocol.rewrite`, through a manifest):
 
 1. the merged file and its commit marker are staged (killed here: the next run drops the stage);
 2. the manifest is written (from here on, the next run completes it);
@@ -52,12 +52,17 @@ from eventlake import layout, partitions
 from eventlake.catalog import Catalog
 from eventlake.progress import Say
 from eventlake.storage import Location, Storage
-from eventlake.sync.manifest import CHECK, Manifest, PartitionRewrite, TableEntry
-from eventlake.sync.report import REPORT_PARTITION_KEYS, REPORTS_DATABASE, REPORTS_TABLE, reports_table
-from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite
-from eventlake.sync.runner import Hold, publish
-from eventlake.sync.stage import RunStage
-from eventlake.sync.state import SyncState
+from eventlake.sync.protocol.manifest import CHECK, Manifest, PartitionRewrite, TableEntry
+from eventlake.sync.protocol.report import (
+    REPORT_PARTITION_KEYS,
+    REPORTS_DATABASE,
+    REPORTS_TABLE,
+    reports_table,
+)
+from eventlake.sync.protocol.rewrite import RewriteKind, RewriteRun, finish_rewrite
+from eventlake.sync.protocol.runner import Hold, publish
+from eventlake.sync.protocol.stage import RunStage
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import now_utc
 
 
@@ -68,7 +73,7 @@ def checkpoint_reports(
     """Merge the source's finished days not merged yet (upgrading a lake written before the merge
     first); call it under the source's lock, after completing its interrupted commits. ``hold``:
     the source's (its lease checked before anything is published, and the merge's manifest fenced
-    by it: :func:`eventlake.sync.runner.publish`). Returns the days merged."""
+    by it: :func:`eventlake.sync.protocol.runner.publish`). Returns the days merged."""
     now, hold = now or now_utc(), hold or Hold()
     yesterday = (now.date() - timedelta(days=1)).isoformat()
     done = merged_through(storage, lake, source_id)

@@ -3,7 +3,7 @@
 - **Archive** (``retention.archive_days``): a file of ``segment-logs/<source-id>/<day-ms>/`` goes
   once its received day ended more than ``archive_days`` ago **and** the ledger says it is in the
   lake; an older file that is not synced yet stays (and is counted) until a sync has read it, and
-  so does a file quarantined as damaged (:mod:`eventlake.sync.damaged`: none of its messages is in
+  so does a file quarantined as damaged (:mod:`eventlake.sync.protocol.damaged`: none of its messages is in
   a table) until it is restored and read again.
   The newest day deleted is recorded first (:func:`eventlake.archive.days.expire_days_through`):
   ``eventlake import`` of the same archive again skips the days up to it.
@@ -38,18 +38,18 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, prefixed, say
 from eventlake.storage import Storage, to_location
-from eventlake.sync.commit import CatalogOnce
-from eventlake.sync.cutoffs import (
+from eventlake.sync.index.dedupe_index import index_days_before
+from eventlake.sync.protocol.commit import CatalogOnce
+from eventlake.sync.protocol.cutoffs import (
     archive_day_ended_before,
     ended_before,
     index_expired_before,
     retention_cutoff,
 )
-from eventlake.sync.damaged import read_damaged
-from eventlake.sync.dedupe_index import index_days_before
-from eventlake.sync.ledger import Ledger
-from eventlake.sync.runner import Hold, error_text, run_source
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.damaged import read_damaged
+from eventlake.sync.protocol.ledger import Ledger
+from eventlake.sync.protocol.runner import Hold, error_text, run_source
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import now_utc
 
 

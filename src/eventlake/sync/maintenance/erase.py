@@ -16,7 +16,7 @@ before each change: a holder that lost it changes nothing more):
 3. every data file of the source's tables and of its quarantine holding such a row (by
    ``user_id``, ``anonymous_id``, ``previous_id``, ``message_id``, or for a quarantined message its
    raw payload) is rewritten without those rows, committed like a compaction (staged files and a
-   manifest of :class:`~eventlake.sync.manifest.PartitionRewrite` s: each partition switches to its
+   manifest of :class:`~eventlake.sync.protocol.manifest.PartitionRewrite` s: each partition switches to its
    new files at once on both engines; killed at any instant, the next run completes or drops it);
 4. an audit record is written: ``segment-data/_state/deletions/<source-id>/<run-id>.json`` with the
    userId, who asked, when, and counts (no other personal data).
@@ -68,13 +68,13 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.errors import UsageError
 from eventlake.progress import Say, prefixed, say
 from eventlake.storage import FileInfo, Location, Storage, to_location
-from eventlake.sync.commit import CatalogOnce
-from eventlake.sync.manifest import Manifest
-from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite, stage_output
-from eventlake.sync.runner import Hold, error_text, publish, run_source
-from eventlake.sync.stage import RunStage
-from eventlake.sync.state import SyncState
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.commit import CatalogOnce
+from eventlake.sync.protocol.manifest import Manifest
+from eventlake.sync.protocol.rewrite import RewriteKind, RewriteRun, finish_rewrite, stage_output
+from eventlake.sync.protocol.runner import Hold, error_text, publish, run_source
+from eventlake.sync.protocol.stage import RunStage
+from eventlake.sync.protocol.state import SyncState
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import RunClock, format_timestamp
 
 ID_COLUMNS = ("user_id", "anonymous_id", "previous_id")  # a row is the user's by these ...
@@ -260,7 +260,7 @@ def _messages(
     """Each archive file's messages, by file; with ``naming``, also its lines that are not JSON
     and hold those bytes (as bytes). A file deleted since it was listed (retention) is skipped, and
     so is a damaged one (not whole gzip: none of its lines can be read; a sync quarantines it, see
-    :mod:`eventlake.sync.damaged`), so that it never stops a deletion."""
+    :mod:`eventlake.sync.protocol.damaged`), so that it never stops a deletion."""
     for path in paths:
         try:
             lines = list(read_archive_lines(storage, path))

@@ -8,14 +8,14 @@ they were; each new file has the table's current columns (a column an older file
 as readers already show it).
 
 Each source's dedupe index is merged too, a day of runs per file
-(:func:`eventlake.sync.index_merge.merge_index`): every sync reads it.
+(:func:`eventlake.sync.index.index_merge.merge_index`): every sync reads it.
 
 It is committed like a sync run, under the same source lock (never beside a sync of the source):
 each batch of partitions is staged (per partition, a folder with its new files and a commit
-marker), a :class:`~eventlake.sync.manifest.Manifest` listing them as
-:class:`~eventlake.sync.manifest.PartitionRewrite` s is written, and
-:func:`eventlake.sync.commit.apply` switches each partition to its new files (see
-:mod:`eventlake.sync.rewrite` for what readers see). Killed before the manifest, the next run of
+marker), a :class:`~eventlake.sync.protocol.manifest.Manifest` listing them as
+:class:`~eventlake.sync.protocol.manifest.PartitionRewrite` s is written, and
+:func:`eventlake.sync.protocol.commit.apply` switches each partition to its new files (see
+:mod:`eventlake.sync.protocol.rewrite` for what readers see). Killed before the manifest, the next run of
 ``compact``, ``sync`` or ``schema set-type`` drops the staging (rolled back); after, it completes it.
 """
 
@@ -37,14 +37,14 @@ from eventlake.errors import EventLakeError, UsageError
 from eventlake.progress import Say, prefixed, say
 from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import FileInfo, Location, Storage, relative_to, to_location
-from eventlake.sync.commit import CatalogOnce
-from eventlake.sync.index_merge import merge_index
-from eventlake.sync.manifest import Manifest, PartitionRewrite
-from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite
-from eventlake.sync.runner import Hold, error_text, publish, run_source
-from eventlake.sync.stage import RunStage
-from eventlake.sync.state import SyncState
-from eventlake.sync.status import Status
+from eventlake.sync.index.index_merge import merge_index
+from eventlake.sync.protocol.commit import CatalogOnce
+from eventlake.sync.protocol.manifest import Manifest, PartitionRewrite
+from eventlake.sync.protocol.rewrite import RewriteKind, RewriteRun, finish_rewrite
+from eventlake.sync.protocol.runner import Hold, error_text, publish, run_source
+from eventlake.sync.protocol.stage import RunStage
+from eventlake.sync.protocol.state import SyncState
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import now_utc
 
 MB = 1024 * 1024

@@ -6,7 +6,7 @@ A segment type's rows are sorted by the hour they were received in, and each par
 or a day of hours with a daily ``date_partition``) is a slice of them, cast a batch at a time.
 Besides the table files, each task writes the values that did not fit their column (quarantine)
 and its slice of the dedupe index.
-Everything goes to the run's stage; each task returns a :class:`~eventlake.sync.stage.StagedFile`
+Everything goes to the run's stage; each task returns a :class:`~eventlake.sync.protocol.stage.StagedFile`
 per file, which the driver collects.
 """
 
@@ -24,11 +24,11 @@ from eventlake import layout
 from eventlake.schema import BIGINT, BOOLEAN, DECIMAL, DOUBLE, STRING, TIMESTAMP, cast_value
 from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import Location, Storage
-from eventlake.sync.index_keys import records_of, write_keys
-from eventlake.sync.pieces import pieces_by_type, read_pieces
-from eventlake.sync.quarantine import TABLE_LIMIT_REASON, message_row, rows_table, value_row
-from eventlake.sync.stage import DEDUPE, MESSAGES, TABLE, VALUES, RunStage, StagedFile
-from eventlake.sync.transform import dumps, loads
+from eventlake.sync.index.index_keys import records_of, write_keys
+from eventlake.sync.pipeline.pieces import pieces_by_type, read_pieces
+from eventlake.sync.pipeline.quarantine import TABLE_LIMIT_REASON, message_row, rows_table, value_row
+from eventlake.sync.pipeline.transform import dumps, loads
+from eventlake.sync.protocol.stage import DEDUPE, MESSAGES, TABLE, VALUES, RunStage, StagedFile
 
 _HOUR_US = 3_600_000_000
 BATCH_ROWS = 10_000  # rows whose payloads a write task holds as Python objects at a time

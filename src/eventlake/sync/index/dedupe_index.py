@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eventlake.storage import FileInfo, Location, Storage
-from eventlake.sync.cutoffs import index_floor
-from eventlake.sync.index_keys import SUFFIX, drop_filter_copies, keys, lookup, open_keys
-from eventlake.sync.stage import run_started
+from eventlake.sync.index.index_keys import SUFFIX, drop_filter_copies, keys, lookup, open_keys
+from eventlake.sync.protocol.cutoffs import index_floor
+from eventlake.sync.protocol.stage import run_started
 from eventlake.timestamps import as_utc
 
 # the rows of the index's files in lakes written before key files: a message id a run brought

@@ -13,8 +13,8 @@ from eventlake import layout, partitions
 from eventlake.catalog import TableSpec
 from eventlake.errors import EventLakeError
 from eventlake.storage import Location, Storage, relative_to
-from eventlake.sync.damaged import DamagedFile
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.damaged import DamagedFile
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import RunClock, format_timestamp, now_utc, parse_timestamp
 
 REPORTS_DATABASE = "__segment_datalake"
@@ -51,7 +51,8 @@ REPORT_COLUMNS = (
     ("notices", "array<string>"),
     ("collisions", "array<string>"),
     ("run_id", "string"),  # a field of the rows (a partition key of a lake written before the merge)
-    ("damaged_files", "array<struct<file:string,problem:string>>"),  # quarantined by name (sync/damaged.py)
+    # quarantined by name (sync/protocol/damaged.py)
+    ("damaged_files", "array<struct<file:string,problem:string>>"),
 )
 
 
@@ -284,7 +285,7 @@ def run_status(rows: list[dict[str, Any]]) -> Status:
 
 def reports_table(lake: Location) -> TableSpec:
     """The catalog table over every report file: one partition per source and UTC day (see
-    :mod:`eventlake.sync.report_days`)."""
+    :mod:`eventlake.sync.protocol.report_days`)."""
     return TableSpec(
         REPORTS_DATABASE,
         REPORTS_TABLE,
@@ -308,7 +309,7 @@ def write_report_rows(storage: Storage, path: Location, rows: list[dict[str, Any
     """The report file: one JSON object per line (atomic, durable). A report of a day before today
     (a run that started before midnight, an interrupted one completed later) goes to where its day's
     partition is now: a version folder once the day was merged on an object store (see
-    :mod:`eventlake.sync.report_days`); today's never was."""
+    :mod:`eventlake.sync.protocol.report_days`); today's never was."""
     day = rows[0].get("day") if rows else None
     if day and day < now_utc().strftime("%Y-%m-%d") and layout.is_run_report_name(path.name):
         path = partitions.current_folder(storage, path.parent) / path.name

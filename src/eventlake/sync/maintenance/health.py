@@ -22,8 +22,8 @@ import orjson
 
 from eventlake import layout
 from eventlake.storage import Location, Storage
-from eventlake.sync.report import SyncResult
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.report import SyncResult
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import format_timestamp, parse_timestamp
 
 FORMAT = 1

@@ -18,8 +18,8 @@ from eventlake import layout
 from eventlake.catalog import TableSpec
 from eventlake.schema.arrow import arrow_schema
 from eventlake.storage import Location, Storage
-from eventlake.sync.stage import MESSAGES, RunStage, StagedFile
-from eventlake.sync.transform import SUPPRESSED
+from eventlake.sync.pipeline.transform import SUPPRESSED
+from eventlake.sync.protocol.stage import MESSAGES, RunStage, StagedFile
 
 QUARANTINE_TABLE = layout.QUARANTINE_TABLE
 QUARANTINE_COLUMNS = (

@@ -24,7 +24,7 @@ from eventlake.schema import flatten, segment_type, value_type
 from eventlake.spec import validate
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.prefetch import prefetched
-from eventlake.sync.pieces import Pieces, position_base
+from eventlake.sync.pipeline.pieces import Pieces, position_base
 from eventlake.timestamps import parse_timestamp
 
 # top-level columns that would shadow a partition key get this prefix
@@ -138,7 +138,7 @@ class Shapes:
 def damaged_row(location: str, problem: str) -> tuple[Any, ...]:
     """The row of an archive file that is not whole gzip: it stands for the whole file (none of its
     lines is parsed, none goes to the pieces), so the run goes on with the other files and the
-    driver learns the file's name (:func:`eventlake.sync.plan.count_parsed`)."""
+    driver learns the file's name (:func:`eventlake.sync.pipeline.plan.count_parsed`)."""
     return (None, None, None, None, None, None, None, problem[:500], location, None)
 
 

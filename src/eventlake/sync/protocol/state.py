@@ -9,8 +9,8 @@ from __future__ import annotations
 from eventlake import layout
 from eventlake.schema.table_names import TableNames
 from eventlake.storage import Location, Storage
-from eventlake.sync.ledger import Ledger
-from eventlake.sync.manifest import Manifest
+from eventlake.sync.protocol.ledger import Ledger
+from eventlake.sync.protocol.manifest import Manifest
 
 
 class SyncState:

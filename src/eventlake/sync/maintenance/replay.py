@@ -1,6 +1,6 @@
 """Replay: rebuild a source's tables for a received-time range from its raw archive.
 
-A replay is a sync run (:class:`~eventlake.sync.job.SourceSync`) with its own selection
+A replay is a sync run (:class:`~eventlake.sync.pipeline.job.SourceSync`) with its own selection
 (:class:`Replay`, see :mod:`.selection`): the archive files the ledger says are in the lake, whose
 day folders touch the range (a day either side, for messages sealed across midnight), keeping the
 messages received in ``[start, end)``, with three differences:
@@ -10,7 +10,7 @@ messages received in ``[start, end)``, with three differences:
   own folder of the range's ids, as a sync does);
 - **commit**: every table partition of the range is *replaced*, not appended to: its new files
   (perhaps none) are staged with a commit marker naming every data file the folder holds now, and
-  switched like a compaction (:func:`eventlake.sync.rewrite.apply_rewrite`: one swap on a local
+  switched like a compaction (:func:`eventlake.sync.protocol.rewrite.apply_rewrite`: one swap on a local
   disk; on an object store a new version folder, then the catalog's partition location moved to
   it), so a reader sees the partition's old content or its new one, never both and never nothing
   in between; the quarantine's rows received in the
@@ -48,16 +48,16 @@ from eventlake.errors import UsageError
 from eventlake.progress import Say, say
 from eventlake.schema.table_names import TableNames
 from eventlake.storage import FileInfo, Location, Storage, to_location
-from eventlake.sync.adopt import Progress
-from eventlake.sync.damaged import DamagedFile, read_damaged
-from eventlake.sync.ledger import Ledger
-from eventlake.sync.manifest import PartitionRewrite
-from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table
-from eventlake.sync.report import SyncResult
-from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite, retirement, stage_output
-from eventlake.sync.selection import Commit, Run
-from eventlake.sync.stage import TABLE, RunStage, StagedFile
-from eventlake.sync.state import SyncState
+from eventlake.sync.maintenance.adopt import Progress
+from eventlake.sync.pipeline.quarantine import QUARANTINE_TABLE, quarantine_table
+from eventlake.sync.pipeline.selection import Commit, Run
+from eventlake.sync.protocol.damaged import DamagedFile, read_damaged
+from eventlake.sync.protocol.ledger import Ledger
+from eventlake.sync.protocol.manifest import PartitionRewrite
+from eventlake.sync.protocol.report import SyncResult
+from eventlake.sync.protocol.rewrite import RewriteKind, RewriteRun, finish_rewrite, retirement, stage_output
+from eventlake.sync.protocol.stage import TABLE, RunStage, StagedFile
+from eventlake.sync.protocol.state import SyncState
 
 DAY_MS = layout.DAY_MS
 
@@ -210,11 +210,11 @@ def run_replay(
     wait: bool = True, say: Say = say, stager: Any = None,
 ) -> SyncResult:  # fmt: skip
     """Replay one source over ``wanted``; see the module's description. ``stager``: who runs the
-    parse and write passes (default: Spark; see :class:`~eventlake.sync.job.Stager`)."""
+    parse and write passes (default: Spark; see :class:`~eventlake.sync.pipeline.job.Stager`)."""
     from eventlake.catalog import load_catalog
     from eventlake.jvm.session import owned_session
-    from eventlake.sync.job import SourceSync
-    from eventlake.sync.runner import Hold, run_source
+    from eventlake.sync.pipeline.job import SourceSync
+    from eventlake.sync.protocol.runner import Hold, run_source
 
     source = settings.source(slug)
     if wanted.first and wanted.last and wanted.first > wanted.last:

@@ -32,9 +32,8 @@ import pyarrow.parquet as pq
 
 from eventlake import layout
 from eventlake.storage import FileInfo, Location, Storage
-from eventlake.sync.cutoffs import index_day_over
-from eventlake.sync.dedupe_index import INDEX_ARROW, LEGACY_SUFFIX, index_listing, runs_by_day
-from eventlake.sync.index_keys import (
+from eventlake.sync.index.dedupe_index import INDEX_ARROW, LEGACY_SUFFIX, index_listing, runs_by_day
+from eventlake.sync.index.index_keys import (
     RECORD,
     KeyFile,
     KeyWriter,
@@ -43,6 +42,7 @@ from eventlake.sync.index_keys import (
     records_of,
     write_keys,
 )
+from eventlake.sync.protocol.cutoffs import index_day_over
 
 MERGE_RECORDS = 4_000_000  # a merge step holds about this many records (24 bytes each)
 LEGACY_ROWS = 500_000  # a Parquet file of a lake written before key files is read this many rows at a time

@@ -25,12 +25,12 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say, prefixed
 from eventlake.storage import Location, Storage
 from eventlake.storage.lease import Lease, LeaseLostError
-from eventlake.sync.commit import apply
-from eventlake.sync.lock import SyncBusyError, source_lock
-from eventlake.sync.manifest import Manifest
-from eventlake.sync.rewrite import drop_retired
-from eventlake.sync.state import SyncState
-from eventlake.sync.status import Status
+from eventlake.sync.protocol.commit import apply
+from eventlake.sync.protocol.lock import SyncBusyError, source_lock
+from eventlake.sync.protocol.manifest import Manifest
+from eventlake.sync.protocol.rewrite import drop_retired
+from eventlake.sync.protocol.state import SyncState
+from eventlake.sync.protocol.status import Status
 
 R = TypeVar("R")
 
@@ -76,7 +76,7 @@ def run_source(
     deletion suppresses the user at once). ``failed``: the job's result for a source that is busy
     (:attr:`Status.SKIPPED`, said) or whose job raised (:attr:`Status.FAILED`, said as
     "``<what>`` failed"), so that a loop over sources goes on; None: both raise (one-source
-    commands: :class:`~eventlake.sync.lock.SyncBusyError` exits 75)."""
+    commands: :class:`~eventlake.sync.protocol.lock.SyncBusyError` exits 75)."""
     try:
         if before is not None:
             before()

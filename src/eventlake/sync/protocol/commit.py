@@ -1,4 +1,4 @@
-"""Applying a run's :class:`~eventlake.sync.manifest.Manifest`: publish, rewrite, register, record.
+"""Applying a run's :class:`~eventlake.sync.protocol.manifest.Manifest`: publish, rewrite, register, record.
 
 Applying moves the staged files into the lake, switches the partitions a compaction rewrote to
 their new files, writes the report, registers tables, columns and partitions, writes the schema
@@ -20,17 +20,17 @@ from eventlake.catalog.views import database_views, lake_table
 from eventlake.config import Settings
 from eventlake.progress import say
 from eventlake.storage import Location, Storage, to_location
-from eventlake.sync.damaged import DamagedFile, record_run
-from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest
-from eventlake.sync.report import (
+from eventlake.sync.protocol.damaged import DamagedFile, record_run
+from eventlake.sync.protocol.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, RETYPE, Manifest
+from eventlake.sync.protocol.report import (
     REPORT_PARTITION_KEYS,
     REPORTS_DATABASE,
     REPORTS_TABLE,
     note_report_day,
     write_report_rows,
 )
-from eventlake.sync.rewrite import retire, switch_later, switch_partitions
-from eventlake.sync.state import SyncState
+from eventlake.sync.protocol.rewrite import retire, switch_later, switch_partitions
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import parse_timestamp
 
 
@@ -62,7 +62,7 @@ def apply(
     partition's location is to move (on an object store). ``resumed``: False only for the first
     application of a manifest written just now, which nothing can have applied in part (a
     rewritten partition's version folder is then not looked for: see
-    :func:`~eventlake.sync.rewrite.switch_partitions`)."""
+    :func:`~eventlake.sync.protocol.rewrite.switch_partitions`)."""
 
     def the_catalog() -> Catalog:
         nonlocal catalog
@@ -86,7 +86,7 @@ def apply(
         if (spec.database, spec.name) == (REPORTS_DATABASE, REPORTS_TABLE) and (
             spec.partition_keys != REPORT_PARTITION_KEYS
         ):  # a run's of a version with a partition per run: its source's first sync merges it
-            continue  # and registers its day (eventlake.sync.report_days)
+            continue  # and registers its day (eventlake.sync.protocol.report_days)
         if entry.change in (CHECK, ADD_COLUMNS):
             catalog.ensure_table(spec)  # looks the table up: creates it or appends what it lacks
         elif entry.change == CREATE:

@@ -13,8 +13,8 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from eventlake.storage import Location, Storage
-from eventlake.sync.cutoffs import dedupe_since
-from eventlake.sync.dedupe_index import index_files, seen
+from eventlake.sync.index.dedupe_index import index_files, seen
+from eventlake.sync.protocol.cutoffs import dedupe_since
 
 # the driver looks a run's distinct ids up in the index this many at a time (each pass: the ids'
 # strings and 24-byte keys, well under 1 GiB): a bigger run is split by the hash of its ids

@@ -1,7 +1,7 @@
 """The commit manifest: everything a run publishes, written (atomically) before it publishes.
 
 A run stages its files under ``segment-stage/``, then writes its :class:`Manifest` to
-``segment-data/_state/pending/<source-id>/<run-id>.json``. :func:`eventlake.sync.commit.apply`
+``segment-data/_state/pending/<source-id>/<run-id>.json``. :func:`eventlake.sync.protocol.commit.apply`
 publishes it; a run killed at any point after its manifest exists is completed by the next run.
 """
 
@@ -93,11 +93,11 @@ class PartitionRewrite:
     replaces. ``staged`` is a folder holding the new content: the new ``files`` and the commit
     ``marker``; ``replaced`` are the names in ``folder`` they supersede (data files and older
     markers), ``kept`` the data files that stay. Switched by
-    :func:`eventlake.sync.rewrite.apply_rewrite`: on a local disk the folder is swapped with the
+    :func:`eventlake.sync.protocol.rewrite.apply_rewrite`: on a local disk the folder is swapped with the
     staged one; elsewhere the new content goes to the version folder ``version`` inside ``folder``
     (``kept`` copied there) and the catalog's partition (``database``, ``table``, ``keys``,
     ``values``; none: not in the catalog) is moved to it; ``retired`` are the names in ``folder``
-    that are then deleted after the grace period (see :mod:`eventlake.sync.rewrite`). ``sources``:
+    that are then deleted after the grace period (see :mod:`eventlake.sync.protocol.rewrite`). ``sources``:
     where each of ``files`` is staged when not in ``staged`` (a replay's table files on an object
     store stay where the run's workers wrote them: one copy fewer each); none: ``staged/<name>``."""
 
@@ -163,7 +163,7 @@ class Manifest:
     rewrites: tuple[PartitionRewrite, ...] = ()
     lease: int = 0
     # archive files found damaged (key, problem), and the keys that leave the damaged list (read
-    # again by a retry, or gone): see eventlake.sync.damaged
+    # again by a retry, or gone): see eventlake.sync.protocol.damaged
     damaged: tuple[tuple[str, str], ...] = ()
     cleared: tuple[str, ...] = ()
 

@@ -35,12 +35,12 @@ from eventlake.progress import Say
 from eventlake.schema import TYPES, cast_value
 from eventlake.schema.arrow import ARROW_TYPES
 from eventlake.storage import Storage, to_location
-from eventlake.sync.manifest import CHECK, RETYPE, Manifest, PartitionRewrite, TableEntry
-from eventlake.sync.quarantine import quarantine_table, rows_table, value_row
-from eventlake.sync.rewrite import RewriteKind, RewriteRun, finish_rewrite, stage_output
-from eventlake.sync.runner import Hold, publish, run_source
-from eventlake.sync.stage import REPLACE, VALUES, RunStage, StagedFile, new_run_id
-from eventlake.sync.state import SyncState
+from eventlake.sync.pipeline.quarantine import quarantine_table, rows_table, value_row
+from eventlake.sync.protocol.manifest import CHECK, RETYPE, Manifest, PartitionRewrite, TableEntry
+from eventlake.sync.protocol.rewrite import RewriteKind, RewriteRun, finish_rewrite, stage_output
+from eventlake.sync.protocol.runner import Hold, publish, run_source
+from eventlake.sync.protocol.stage import REPLACE, VALUES, RunStage, StagedFile, new_run_id
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import now_utc
 
 
@@ -138,7 +138,8 @@ def _stage_rewrites(
     """Stage a new version of every data file of the table whose ``column`` is not yet of type
     ``kind``, and the values that do not fit it (one quarantine file): on a local disk each file
     replaces the old one in place; elsewhere each partition holding such a file is rewritten whole
-    (a new version folder, see :mod:`eventlake.sync.rewrite`). Returns the staged files, the rewrites,
+    (a new version folder, see :mod:`eventlake.sync.protocol.rewrite`). Returns the staged files, the
+    rewrites,
     the files rewritten and the values quarantined."""
     target = ARROW_TYPES[kind]
     location = to_location(spec.location)

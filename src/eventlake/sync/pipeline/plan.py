@@ -13,7 +13,7 @@ from eventlake.catalog import Catalog
 from eventlake.progress import Say
 from eventlake.schema import Evolution, evolve
 from eventlake.schema.table_names import TableNames
-from eventlake.sync.transform import SUPPRESSED
+from eventlake.sync.pipeline.transform import SUPPRESSED
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What a run of :class:`~eventlake.sync.job.SourceSync` reads and how it commits: its selection.
+"""What a run of :class:`~eventlake.sync.pipeline.job.SourceSync` reads and how it commits: its selection.
 
 A sync and a replay are the same run (parse, dedupe, plan, write to the run's stage, commit
 through a manifest) over different archive files, committed differently. The run asks its
@@ -6,7 +6,7 @@ through a manifest) over different archive files, committed differently. The run
 
 - :class:`NewFiles` (here): a sync. The archive files of the open days no run has synced, every
   message of them; the staged files are moved into place and the files recorded in the ledger.
-- :class:`~eventlake.sync.replay.Replay`: a replay of a received-time range. The synced files
+- :class:`~eventlake.sync.maintenance.replay.Replay`: a replay of a received-time range. The synced files
   around the range, only the range's messages; the range's partitions are replaced and nothing
   is recorded.
 
@@ -29,11 +29,11 @@ from eventlake.progress import Say
 from eventlake.schema.table_names import TableNames
 from eventlake.storage import Location, Storage
 from eventlake.storage.lease import LeaseLostError
-from eventlake.sync.damaged import DamagedFile, retry_files
-from eventlake.sync.manifest import PartitionRewrite
-from eventlake.sync.runner import Hold
-from eventlake.sync.stage import RunStage, StagedFile
-from eventlake.sync.state import SyncState
+from eventlake.sync.protocol.damaged import DamagedFile, retry_files
+from eventlake.sync.protocol.manifest import PartitionRewrite
+from eventlake.sync.protocol.runner import Hold
+from eventlake.sync.protocol.stage import RunStage, StagedFile
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import now_utc
 
 

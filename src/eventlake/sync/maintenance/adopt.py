@@ -46,10 +46,10 @@ from eventlake.progress import prefixed
 from eventlake.schema import EXISTING_TYPES, is_safe_identifier
 from eventlake.schema.table_names import TRACK, TRACK_TABLE_STYLES, TableNames, folder_segment_type
 from eventlake.storage import FileInfo, Location, Storage, relative_to
-from eventlake.sync.cutoffs import ended_before, seed_since
-from eventlake.sync.index_keys import records_of, write_keys
-from eventlake.sync.stage import new_run_id
-from eventlake.sync.state import SyncState
+from eventlake.sync.index.index_keys import records_of, write_keys
+from eventlake.sync.protocol.cutoffs import ended_before, seed_since
+from eventlake.sync.protocol.stage import new_run_id
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import now_utc
 
 Partition = tuple[str, ...]
@@ -445,7 +445,7 @@ def adopt_source(
     """``eventlake adopt``: plan (``dry_run``) or adopt the SDL data of source ``slug``, holding the
     source's sync lock (no sync runs meanwhile)."""
     from eventlake.catalog import load_catalog
-    from eventlake.sync.runner import Hold, run_source
+    from eventlake.sync.protocol.runner import Hold, run_source
 
     source = settings.source(slug)
     storage = settings.lake.storage()

@@ -31,13 +31,16 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say, prefixed
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.lease import LeaseLostError
-from eventlake.sync.damaged import DamagedFile
-from eventlake.sync.dedupe import dedupe
-from eventlake.sync.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
-from eventlake.sync.plan import Observed, Plan, TablePlan, count_parsed, observe, plan_tables
-from eventlake.sync.quarantine import QUARANTINE_TABLE, quarantine_table, stage_invalid_messages
-from eventlake.sync.read import files_frame
-from eventlake.sync.report import (
+from eventlake.sync.pipeline.dedupe import dedupe
+from eventlake.sync.pipeline.plan import Observed, Plan, TablePlan, count_parsed, observe, plan_tables
+from eventlake.sync.pipeline.quarantine import QUARANTINE_TABLE, quarantine_table, stage_invalid_messages
+from eventlake.sync.pipeline.read import files_frame
+from eventlake.sync.pipeline.selection import NewFiles, Selection
+from eventlake.sync.pipeline.transform import PARSED_SCHEMA, parse_files
+from eventlake.sync.pipeline.write import write_tables
+from eventlake.sync.protocol.damaged import DamagedFile
+from eventlake.sync.protocol.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
+from eventlake.sync.protocol.report import (
     BlockedTable,
     SyncResult,
     TableResult,
@@ -49,14 +52,11 @@ from eventlake.sync.report import (
     reports_table,
     write_report_rows,
 )
-from eventlake.sync.report_days import checkpoint_reports
-from eventlake.sync.runner import Hold, publish
-from eventlake.sync.selection import NewFiles, Selection
-from eventlake.sync.stage import MESSAGES, TABLE, VALUES, RunStage, StagedFile, new_run_id
-from eventlake.sync.state import SyncState
-from eventlake.sync.status import Status
-from eventlake.sync.transform import PARSED_SCHEMA, parse_files
-from eventlake.sync.write import write_tables
+from eventlake.sync.protocol.report_days import checkpoint_reports
+from eventlake.sync.protocol.runner import Hold, publish
+from eventlake.sync.protocol.stage import MESSAGES, TABLE, VALUES, RunStage, StagedFile, new_run_id
+from eventlake.sync.protocol.state import SyncState
+from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import RunClock
 
 
@@ -138,7 +138,7 @@ class SourceSync:
         self.failed: SyncResult | None = None  # the reported result of a run that raised
 
     def run(self) -> SyncResult:
-        """The run, once :func:`~eventlake.sync.runner.run_source` holds the source and completed
+        """The run, once :func:`~eventlake.sync.protocol.runner.run_source` holds the source and completed
         the interrupted runs (their reports say what a rerun published)."""
         completed = [manifest.report for manifest in self.hold.completed]
         self._checkpoint_reports()
