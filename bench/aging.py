@@ -242,34 +242,35 @@ class History:
         return b"{}\n"
 
     def file_names(self, day: int, count: int, every: int = 1) -> list[str]:
-        from eventlake import layout
+        from eventlake import layout, state_layout
 
         token = f"{day // DAY_MS % 65536:08x}"
         return [
-            layout.spool_segment_name(day, day + i * SEAL_SECONDS * 1000, token, i) + layout.ARCHIVE_SUFFIX
+            state_layout.spool_segment_name(day, day + i * SEAL_SECONDS * 1000, token, i)
+            + layout.ARCHIVE_SUFFIX
             for i in range(0, count, every)
         ]
 
     def lay_today(self, hours: float) -> None:
-        from eventlake import layout
+        from eventlake import state_layout
 
         names = self.file_names(self.today, int(hours * 3600 / SEAL_SECONDS))
         self.names[self.today] = names
         self._archive(self.today, names)
         self._reports(self.today, int(hours * 3600 / SYNC_SECONDS), 1)
         self.ctx.storage.write(
-            layout.reports_index_file(self.lake), orjson.dumps({"first_day": _day(self.today)})
+            state_layout.reports_index_file(self.lake), orjson.dumps({"first_day": _day(self.today)})
         )
 
     def lay_closed(self, day: int) -> None:
-        from eventlake import layout, partitions
+        from eventlake import layout, partitions, state_layout
 
         every = max(1, round(1 / self.density))
         names = self.file_names(day, FILES_PER_DAY, every)
         self.names[day] = names
         self._archive(day, names)
         self.ctx.layer.put(
-            [(layout.closed_day_file(self.lake, self.source.id, day), orjson.dumps(sorted(names)))]
+            [(state_layout.closed_day_file(self.lake, self.source.id, day), orjson.dumps(sorted(names)))]
         )
         self._reports(day, RUNS_PER_DAY, every)
         items = []
@@ -285,7 +286,7 @@ class History:
         self.ctx.layer.put(items)
         self.closed.append(day)
         first = _day(min(self.closed))
-        self.ctx.storage.write(layout.reports_index_file(self.lake), orjson.dumps({"first_day": first}))
+        self.ctx.storage.write(state_layout.reports_index_file(self.lake), orjson.dumps({"first_day": first}))
 
     def _archive(self, day: int, names: list[str]) -> None:
         from eventlake import layout
@@ -306,7 +307,7 @@ class History:
     def reset_ledger(self, run_entries: int) -> dict[str, int]:
         """The ledger as `up` leaves it: the checkpoint over every closable day, the open days' names
         (today's, and the real batches synced so far) and ``run_entries`` entries since the last fold."""
-        from eventlake import layout
+        from eventlake import layout, state_layout
         from eventlake.archive.days import REOPEN_MARGIN_MS
         from eventlake.sync.protocol.ledger import FORMAT, Ledger
 
@@ -328,26 +329,26 @@ class History:
             storage.delete(path)
         document = {"format": FORMAT, "closed_through": through,
                     "open": {str(d): sorted(n) for d, n in sorted(open_days.items()) if n}}  # fmt: skip
-        storage.write(layout.ledger_checkpoint_file(self.lake, self.source.id), orjson.dumps(document))
+        storage.write(state_layout.ledger_checkpoint_file(self.lake, self.source.id), orjson.dumps(document))
         root = layout.lake_relative(self.lake, layout.archive_source_dir(self.lake, self.source.id))
         entries = []
         for i in range(run_entries):
             files = [f"{root}/{self.today}/{name}" for name in in_runs[i * per_run : (i + 1) * per_run]]
             run = run_id_at(self.today + 12 * 3_600_000 + i * SYNC_SECONDS * 1000, i)
-            entries.append((layout.ledger_file(self.lake, self.source.id, run),
+            entries.append((state_layout.ledger_file(self.lake, self.source.id, run),
                             orjson.dumps({"run_id": run, "files": sorted(files)})))  # fmt: skip
         self.ctx.layer.put(entries)
         return {"closed_through": through, "open_names": sum(len(n) for n in open_days.values())}
 
     def lay_index(self, rate: int, scale: float, hours: float) -> int:
         """The dedupe index after the hourly merge; returns the ids laid in the dedupe window."""
-        from eventlake import layout
+        from eventlake import layout, state_layout
         from eventlake.sync.index.index_merge import merge_index
 
         if self.index_files:
             self.ctx.layer.delete(self.index_files)
             self.index_files = []
-        index = layout.dedupe_index_dir(self.lake, self.source.id)
+        index = state_layout.dedupe_index_dir(self.lake, self.source.id)
         merge_index(self.ctx.storage, index)  # the bench's own runs so far, as `up`'s hourly compaction
         rng = np.random.default_rng(rate)
         per_day = int(rate * 86_400 * scale)
@@ -498,7 +499,7 @@ class Context:
 
     def add_batch(self, slug: str, messages: int) -> None:
         """One archive file of ``messages`` new messages received in the last minutes, in today's folder."""
-        from eventlake import layout
+        from eventlake import layout, state_layout
 
         self.seq += 1
         source = self.settings.source(slug)
@@ -509,7 +510,7 @@ class Context:
                  for i in range(messages)]  # fmt: skip
         now_ms = int(now.timestamp() * 1000)
         day = now_ms - now_ms % DAY_MS
-        name = layout.spool_segment_name(day, now_ms, "benchbat", self.seq)
+        name = state_layout.spool_segment_name(day, now_ms, "benchbat", self.seq)
         path = layout.archive_file(self.settings.lake.root, source.id, day, name)
         self.storage.write(path, gzip.compress(b"".join(line + b"\n" for line in lines), compresslevel=1))
 
@@ -622,7 +623,7 @@ def child(args: argparse.Namespace) -> None:
 
 def old_format(ctx: Context, args: argparse.Namespace) -> None:
     """One day of state in the ledger format before checkpoints; its first sync is the upgrade."""
-    from eventlake import layout
+    from eventlake import layout, state_layout
     from eventlake.sync.protocol.ledger import Ledger
 
     ctx.add_batch("old", args.batch)
@@ -634,8 +635,8 @@ def old_format(ctx: Context, args: argparse.Namespace) -> None:
     yesterday = history.today - DAY_MS
     history.lay_closed(yesterday)
     # back to the old format: no checkpoint, no day files, one entry per run
-    ctx.storage.delete(layout.ledger_checkpoint_file(lake, source.id))
-    ctx.storage.delete(layout.closed_day_file(lake, source.id, yesterday))
+    ctx.storage.delete(state_layout.ledger_checkpoint_file(lake, source.id))
+    ctx.storage.delete(state_layout.closed_day_file(lake, source.id, yesterday))
     for path in view.runs:
         ctx.storage.delete(path)
     root = layout.lake_relative(lake, layout.archive_source_dir(lake, source.id))
@@ -648,14 +649,16 @@ def old_format(ctx: Context, args: argparse.Namespace) -> None:
             files = [f"{root}/{day}/{n}" for n in names[i : i + per_run]]
             entries.append(
                 (
-                    layout.ledger_file(lake, source.id, run),
+                    state_layout.ledger_file(lake, source.id, run),
                     orjson.dumps({"run_id": run, "files": files}, option=orjson.OPT_INDENT_2),
                 )
             )
             count += 1
     real = sorted(f"{root}/{day}/{name}" for day, names in view.synced.items() for name in names)
     run = run_id_at(ctx.now_ms - 60_000, 0)
-    entries.append((layout.ledger_file(lake, source.id, run), orjson.dumps({"run_id": run, "files": real})))
+    entries.append(
+        (state_layout.ledger_file(lake, source.id, run), orjson.dumps({"run_id": run, "files": real}))
+    )
     ctx.layer.put(entries)
     history.lay_index(30, 1.0, args.today_hours)
     archive = sum(map(len, history.names.values()))

@@ -66,13 +66,13 @@ def main() -> None:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="eventlake-dedupe-index-"))
     project, source_id, _ = synced_project(work, args.base)
 
-    from eventlake import layout
+    from eventlake import state_layout
     from eventlake.storage import LocalStorage
     from eventlake.sync import run_sync
     from eventlake.sync.index.index_merge import merge_index
 
     settings, spark, catalog = warm_engine(project, "eventlake-bench-dedupe-index")
-    index = Path(layout.dedupe_index_dir(settings.lake.root, source_id))
+    index = Path(state_layout.dedupe_index_dir(settings.lake.root, source_id))
     started = time.monotonic()
     fabricate_index(index, args.folders, args.files, args.ids, datetime.now(timezone.utc))
     files = len(list(index.glob("*/*.parquet")))

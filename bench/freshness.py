@@ -511,7 +511,7 @@ def base_sync(config: Path, env: dict[str, str], messages: int) -> str:
     """One archive file of ``messages`` of the soak's kinds of message (bench/collector.py's, enriched
     as the collector archives them; no probe), synced by ``eventlake sync``: the tables exist, and
     :mod:`aging` samples their files and the report. Returns what it did."""
-    from eventlake import layout
+    from eventlake import layout, state_layout
     from eventlake.config import load_settings
     from eventlake.spec.message import enrich
 
@@ -528,7 +528,7 @@ def base_sync(config: Path, env: dict[str, str], messages: int) -> str:
         lines.append(orjson.dumps(enrich(message, received_at=now, source_id=source.id)) + b"\n")
     now_ms = int(now.timestamp() * 1000)
     day = now_ms - now_ms % 86_400_000
-    name = layout.spool_segment_name(day, now_ms, "agedbase", 1)
+    name = state_layout.spool_segment_name(day, now_ms, "agedbase", 1)
     settings.lake.storage().write(
         layout.archive_file(settings.lake.root, source.id, day, name), gzip.compress(b"".join(lines))
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.archive import list_archive_files
 from eventlake.archive.importer import import_segment_archive
 from eventlake.config import RetentionSettings
@@ -144,7 +144,7 @@ def test_importing_again_after_retention_brings_no_expired_day_back(
     assert first.files == 2
     assert len(sync(ledger, now + MINUTE, "run1")) == 2
     sync(ledger, now + 3 * HOUR, "run2")  # both days closed again, the markers consumed
-    assert not list(storage.list(layout.reopened_days_dir(root, source_id), "*"))
+    assert not list(storage.list(state_layout.reopened_days_dir(root, source_id), "*"))
     retention_at = start + timedelta(hours=3)
     [retained] = apply_retention(settings, [lake.slug], now=retention_at, say=lambda line: None)
     assert [(e.kind, e.what) for e in retained.expired] == [

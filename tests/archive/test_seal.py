@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.archive import ArchiveUploadError, SuppressionError, SuppressionList
 from eventlake.archive.errors import describe_store_error
 from eventlake.archive.seal import SealResult, Segment, seal_segment
@@ -17,7 +17,9 @@ DAY = 1_795_305_600_000
 
 
 def segment(spool: Path, content: bytes) -> Segment:
-    path = layout.spool_segment_file(spool, "src", layout.spool_segment_name(DAY, DAY + 1, "0badf00d", 1))
+    path = state_layout.spool_segment_file(
+        spool, "src", state_layout.spool_segment_name(DAY, DAY + 1, "0badf00d", 1)
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content)
     found = Segment.from_path(path)
@@ -137,7 +139,7 @@ def test_a_staged_file_of_an_earlier_attempt_is_filtered_with_the_list_of_now(tm
 
 def test_an_unreadable_suppression_list_keeps_the_segment_for_the_next_try(tmp_path: Path) -> None:
     seg = segment(tmp_path / "spool", LATE + KEPT)
-    listed = layout.suppression_file(tmp_path / "lake", "src")
+    listed = state_layout.suppression_file(tmp_path / "lake", "src")
     listed.parent.mkdir(parents=True)
     listed.write_bytes(b"{not json")
     with pytest.raises(SuppressionError, match="not valid JSON"):

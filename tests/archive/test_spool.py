@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.archive import (
     ArchiveUploadError,
     Spool,
@@ -55,7 +55,7 @@ def archived(lake: Path, source_id: str) -> list[bytes]:
 
 
 def segments(spool_dir: Path) -> list[Path]:
-    return sorted(spool_dir.glob(f"*/*{layout.SPOOL_SUFFIX}"))
+    return sorted(spool_dir.glob(f"*/*{state_layout.SPOOL_SUFFIX}"))
 
 
 def test_append_resolves_after_fsync_and_close_seals(spool: Spool, dirs: tuple[Path, Path]) -> None:
@@ -142,8 +142,8 @@ def test_two_spools_on_one_dir_are_refused(spool: Spool, dirs: tuple[Path, Path]
 
 def crashed_segment(spool_dir: Path, content: bytes, source_id: str = "src", seq: int = 1) -> Path:
     """A segment left by a process (token ``deadbeef``) killed before it sealed it."""
-    name = layout.spool_segment_name(DAY, 1_795_340_000_000, "deadbeef", seq)
-    path = layout.spool_segment_file(spool_dir, source_id, name)
+    name = state_layout.spool_segment_name(DAY, 1_795_340_000_000, "deadbeef", seq)
+    path = state_layout.spool_segment_file(spool_dir, source_id, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content)
     return path
@@ -156,13 +156,13 @@ def test_recover_seals_a_crashed_segment_and_drops_its_torn_line(dirs: tuple[Pat
         assert not path.exists()
         assert spool.stats().sealed_files == 1
     files = list_archive_files(LocalStorage(), dirs[1], "src")
-    assert [f.path.name for f in files] == [path.name.replace(layout.SPOOL_SUFFIX, ".gz")]
+    assert [f.path.name for f in files] == [path.name.replace(state_layout.SPOOL_SUFFIX, ".gz")]
     assert archived(dirs[1], "src") == [b'{"n":1}', b'{"n":2}']
 
 
 def test_recover_after_a_crash_between_rename_and_unlink_seals_nothing_twice(dirs: tuple[Path, Path]) -> None:
     path = crashed_segment(dirs[0], b'{"n":1}\n{"n":2}\n')
-    name = path.name[: -len(layout.SPOOL_SUFFIX)]
+    name = path.name[: -len(state_layout.SPOOL_SUFFIX)]
     final = layout.archive_file(dirs[1], "src", DAY, name)
     final.parent.mkdir(parents=True)
     final.write_bytes(gzip.compress(b'{"n":1}\n{"n":2}\n'))
@@ -228,7 +228,7 @@ def wait_until(condition: object, timeout: float = 5.0) -> None:
 
 
 def test_a_failed_write_fails_only_its_group(spool: Spool, dirs: tuple[Path, Path]) -> None:
-    blocker = layout.spool_source_dir(dirs[0], "broken")
+    blocker = state_layout.spool_source_dir(dirs[0], "broken")
     blocker.write_bytes(b"a file where the source's spool directory should be")
     failed = spool.append("broken", lines("lost", 1), DAY)
     fine = spool.append("src", lines("kept", 1), DAY)
@@ -401,5 +401,5 @@ def test_the_spool_folders_are_durable_before_a_message_is_acknowledged(
     with Spool(spool_dir, dirs[1], seal_max_bytes=1 << 26, seal_max_age_seconds=NEVER) as opened:
         opened.append("src1", lines("a", 1), DAY).result(timeout=5)
         acknowledged = list(fsynced_dirs)
-    source_dir = layout.spool_source_dir(spool_dir, "src1")
+    source_dir = state_layout.spool_source_dir(spool_dir, "src1")
     assert {spool_dir.parent.parent, spool_dir.parent, spool_dir, source_dir} <= set(acknowledged)

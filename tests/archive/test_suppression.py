@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.archive import SuppressionCache, SuppressionError, SuppressionList
 from eventlake.storage import LocalStorage, Location
 from eventlake.timestamps import parse_timestamp
@@ -32,7 +32,7 @@ def test_add_list_remove(tmp_path: Path) -> None:
 
 def test_the_file_is_json_in_the_lake_state_and_written_atomically(tmp_path: Path) -> None:
     SuppressionList(LocalStorage(), tmp_path, "src1").add(["u1"])
-    path = layout.suppression_file(tmp_path, "src1")
+    path = state_layout.suppression_file(tmp_path, "src1")
     assert path == tmp_path / "segment-data" / "_state" / "suppression" / "src1.json"
     document = orjson.loads(path.read_bytes())
     assert document["source_id"] == "src1" and list(document["users"]) == ["u1"]
@@ -59,7 +59,7 @@ def test_invalid_user_ids_are_refused(tmp_path: Path, user_id: str) -> None:
 
 
 def test_a_corrupt_file_is_an_error_naming_it(tmp_path: Path) -> None:
-    path = layout.suppression_file(tmp_path, "src")
+    path = state_layout.suppression_file(tmp_path, "src")
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
     with pytest.raises(SuppressionError, match="not valid JSON") as caught:
@@ -146,7 +146,7 @@ def test_cache_keeps_the_last_good_list_when_the_file_breaks(tmp_path: Path) -> 
     cache = SuppressionCache(storage, tmp_path, interval=0)
     SuppressionList(storage, tmp_path, "src").add(["u1"])
     assert cache.refresh("src") == {"u1"}
-    path = layout.suppression_file(tmp_path, "src")
+    path = state_layout.suppression_file(tmp_path, "src")
     broken = path.with_name("broken")
     broken.write_text('{"users": ["not", "a", "map"]}')
     os.replace(broken, path)

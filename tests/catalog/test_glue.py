@@ -18,7 +18,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.catalog import TableSpec, load_catalog
 from eventlake.catalog.glue import GlueCatalog, GlueError
 from eventlake.config import (
@@ -289,7 +289,7 @@ def test_eventlake_sync_registers_its_tables_in_glue(glue_settings: CatalogSetti
     assert [p["Values"] for p in partitions] == [["2026-11-22", "07"]]
     location = partitions[0]["StorageDescriptor"]["Location"]
     assert list(Path(location).glob("*.parquet")), f"no Parquet files at {location}"
-    assert layout.schema_file(settings.lake.root, "shop", "identify").exists()
+    assert state_layout.schema_file(settings.lake.root, "shop", "identify").exists()
 
 
 def _stubbed(operation: str, code: str) -> tuple[GlueCatalog, Stubber]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.catalog import base
 from eventlake.catalog.base import Catalog, Column, TableSpec
 from eventlake.catalog.repair import repair_catalog, repair_table, table_partitions
@@ -97,7 +97,7 @@ def touch(path: Path) -> None:
 
 
 def schema_file(lake: Path, spec: TableSpec) -> None:
-    path = layout.schema_file(lake, spec.database, spec.name)
+    path = state_layout.schema_file(lake, spec.database, spec.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "database": spec.database,

@@ -24,7 +24,7 @@ import httpx
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.archive import list_archive_files, read_archive_lines
 from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.storage import LocalStorage, Location, Storage
@@ -55,7 +55,7 @@ class Project:
         return messages
 
     def spool_segments(self) -> list[Path]:
-        return sorted(self.spool.glob(f"*/*{layout.SPOOL_SUFFIX}"))
+        return sorted(self.spool.glob(f"*/*{state_layout.SPOOL_SUFFIX}"))
 
     def wait_for_archive(self, message_ids: set[str], timeout: float = 7.0) -> list[dict[str, Any]]:
         """The archive once it holds every id of ``message_ids`` (fails after ``timeout`` seconds)."""
@@ -78,7 +78,7 @@ def make_project(directory: Path, write_key: str = WRITE_KEY, slug: str = "web",
     if source:
         config.write_text(config.read_text() + "".join(f"{k} = {toml_value(v)}\n" for k, v in source.items()))
     settings = load_settings(config, environ={})
-    spool = layout.spool_dir(settings.lake.state_dir)
+    spool = state_layout.spool_dir(settings.lake.state_dir)
     return Project(directory, config, entry["id"], write_key, settings.lake.root, spool)
 
 

@@ -17,7 +17,7 @@ import httpx
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.storage import ObjectPath
 
 from ..catalog.servers import Moto
@@ -191,9 +191,9 @@ def test_suppression_lists_live_in_the_bucket(
     wait_until_blocked(collector, "u-gone", blocked=True)
 
     stored = objects(moto.endpoint, bucket_of(project), "ev/segment-data")
-    key = layout.suppression_file(project.lake, project.source_id)
+    key = state_layout.suppression_file(project.lake, project.source_id)
     assert isinstance(key, ObjectPath)
-    lock = layout.suppression_lock_file(project.lake, project.source_id)
+    lock = state_layout.suppression_lock_file(project.lake, project.source_id)
     assert isinstance(lock, ObjectPath)
     # the list, and its writer lock's lease, released (kept: lease numbers are never reused)
     assert sorted(stored) == sorted([key.key, f"{lock.key}/lease-000000000001.json"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.config import ConsoleSettings, LakeSettings, Secret, Settings
 from eventlake.console.app import create_console
 from eventlake.console.lake import LakeWatch
@@ -48,7 +48,7 @@ def test_the_query_box_reads_tables_not_files(tmp_path: Path) -> None:
     read it, or any file by path, and says so."""
     client = _client(tmp_path)
     lake = tmp_path / "lake"
-    audit = layout.deletion_audit_file(lake, "SRC1", "compact-1")
+    audit = state_layout.deletion_audit_file(lake, "SRC1", "compact-1")
     LocalStorage().write(audit, b'{"user_id": "erased-user-42"}\n')
     for sql in (
         f"SELECT * FROM read_json('{audit}')",

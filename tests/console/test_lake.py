@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.archive.days import reopen_days
 from eventlake.config import LakeSettings, Settings, SourceSettings
 from eventlake.config.settings import Secret
@@ -114,9 +114,9 @@ def test_the_oldest_message_not_yet_queryable(tmp_path: Path) -> None:
     assert health["web"].unsynced_files == 1
     assert health["ios"].oldest_unqueryable is None and health["ios"].lag_seconds(now_utc()) == 0
 
-    spool = layout.spool_source_dir(layout.spool_dir(settings.lake.state_dir), "SRC2")
+    spool = state_layout.spool_source_dir(state_layout.spool_dir(settings.lake.state_dir), "SRC2")
     spool.mkdir(parents=True)
-    (spool / f"{layout.spool_segment_name(day, opened - 5000, 'bbbb', 1)}.ndjson").write_text("{}\n")
+    (spool / f"{state_layout.spool_segment_name(day, opened - 5000, 'bbbb', 1)}.ndjson").write_text("{}\n")
     watch.refresh()
     ios = next(h for h in watch.health() if h.source.slug == "ios")
     assert ios.oldest_unqueryable == received - timedelta(seconds=5)
@@ -256,7 +256,7 @@ def test_at_midnight_a_day_s_runs_become_its_summary(tmp_path: Path, monkeypatch
     assert len(watch._runs) < held
     assert (watch.totals(), _pages(watch), watch.column_runs("web", "page")) == before
     yesterday = (now - timedelta(days=1)).strftime("%Y-%m-%d")
-    assert layout.console_day_summary(settings.lake.state_dir, "SRC1", yesterday).is_file()
+    assert state_layout.console_day_summary(settings.lake.state_dir, "SRC1", yesterday).is_file()
 
 
 def test_the_pending_files_of_a_source_far_behind_cost_a_few_listings_a_refresh(
@@ -286,7 +286,7 @@ def test_the_pending_files_of_a_source_far_behind_cost_a_few_listings_a_refresh(
         for n in range(100):
             archive("SRC2", today - days_ago * layout.DAY_MS, n)
     checkpoint = {"format": ledger.FORMAT, "closed_through": today - 32 * layout.DAY_MS, "open": {}}
-    storage.write(layout.ledger_checkpoint_file(lake, "SRC1"), orjson.dumps(checkpoint))
+    storage.write(state_layout.ledger_checkpoint_file(lake, "SRC1"), orjson.dumps(checkpoint))
 
     listed: list[tuple[str, int]] = []  # the archive's listings: (folder, keys)
     real_list = LocalStorage.list

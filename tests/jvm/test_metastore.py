@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.config import CatalogSettings, LakeSettings, Secret, Settings
 from eventlake.errors import DependencyError
 from eventlake.flock import LockFile
@@ -115,7 +115,7 @@ def test_without_a_service_the_embedded_derby_is_used(tmp_path: Path) -> None:
 
 def test_a_waiting_process_switches_to_a_service_that_starts(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    with LockFile(layout.metastore_lock_file(state)) as holder, socket.socket() as listener:
+    with LockFile(state_layout.metastore_lock_file(state)) as holder, socket.socket() as listener:
         assert holder.try_lock()  # another process has Derby open
         holder.claim()
         listener.bind(("127.0.0.1", 0))
@@ -135,9 +135,9 @@ def test_a_service_on_derby_holds_the_lock_while_it_runs(tmp_path: Path) -> None
     state = tmp_path / "state"
     with embedded_lock(state, quiet) as uri:
         assert uri is None
-        with LockFile(layout.metastore_lock_file(state)) as other:
+        with LockFile(state_layout.metastore_lock_file(state)) as other:
             assert not other.try_lock() and other.holder() == str(os.getpid())
-    with LockFile(layout.metastore_lock_file(state)) as other:
+    with LockFile(state_layout.metastore_lock_file(state)) as other:
         assert other.try_lock()
 
 
@@ -168,6 +168,6 @@ def test_the_schema_marker_is_written_atomically(tmp_path: Path, monkeypatch: py
     assert runs == [str(jar)]
     assert said == ["creating the metastore schema in jdbc:postgresql://db:5432/hms (first use) ..."]
     [marker] = written
-    assert marker.parent == layout.metastore_state_dir(tmp_path / "state")
+    assert marker.parent == state_layout.metastore_state_dir(tmp_path / "state")
     assert marker.read_text() == "jdbc:postgresql://db:5432/hms\n"
     assert [p.name for p in marker.parent.iterdir()] == [marker.name]  # no temp file left

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.storage.lease import Lease
 from eventlake.sync import run_sync
 from eventlake.sync.maintenance.adopt import adopt_source
@@ -386,7 +386,8 @@ class LakeModel(RuleBasedStateMachine):
         def stalled(*args: Any, **kwargs: Any) -> Any:
             stalls.append(1)
             self.clock.advance(self.world.settings.sync.lease_seconds + 1)
-            other = Lease(self.world.storage, layout.sync_lease_dir(self.world.lake, self.world.source.id),
+            lease_dir = state_layout.sync_lease_dir(self.world.lake, self.world.source.id)
+            other = Lease(self.world.storage, lease_dir,
                           self.world.settings.sync.lease_seconds)  # fmt: skip
             assert other.try_acquire(), "the second machine could not take an expired lease"
             try:

@@ -21,7 +21,7 @@ from datetime import datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.archive import ArchiveFile
 from eventlake.sync.index.dedupe_index import index_files, seen
 from eventlake.sync.pipeline.job import ParsedRun, SourceSync
@@ -160,10 +160,10 @@ def _dedupe(run: SourceSync, valid: pa.Table, first: datetime | None) -> pa.Arra
     drop = [r[3] for i, r in enumerate(order) if i and order[i - 1][0] == r[0]]
     if first is not None:
         since = dedupe_since(as_utc(first), run.source.dedupe_window_days)
-        files = index_files(run.storage, layout.dedupe_index_dir(run.lake, run.source.id), since)
+        files = index_files(run.storage, state_layout.dedupe_index_dir(run.lake, run.source.id), since)
         if files:
             wanted = pa.array(sorted(set(ids)), pa.string())
-            filters = layout.dedupe_filter_dir(run.settings.lake.state_dir, run.source.id)
+            filters = state_layout.dedupe_filter_dir(run.settings.lake.state_dir, run.source.id)
             found = set(seen(run.storage, files, wanted, since, run.selection.until(), filters).to_pylist())
             drop += [p for m, p in zip(ids, valid["position"].to_pylist(), strict=True) if m in found]
     return pa.array(sorted(set(drop)), pa.int64())

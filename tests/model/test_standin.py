@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.catalog.hive import HiveCatalog
 from eventlake.config import load_settings
 from eventlake.storage import LocalStorage
@@ -60,7 +60,7 @@ def lake_content(root: Path, source_id: str) -> dict[str, Any]:
         for path in sorted(layout.quarantine_dir(root, source_id).rglob("*.parquet"))
         for r in pq.read_table(path).to_pylist()
     ]
-    keys = layout.dedupe_index_dir(root, source_id)
+    keys = state_layout.dedupe_index_dir(root, source_id)
     index = sorted(
         RUN_ID.sub("<run>", str(p.relative_to(keys))) + f" {p.read_bytes().hex()}"
         for p in keys.rglob("*") if p.is_file()
@@ -98,7 +98,7 @@ def test_the_stand_in_writes_what_the_spark_job_writes(lake: Lake, spark, tmp_pa
     both(lambda s, how: run_sync(s, spark=spark, say=quiet, **{k: v for k, v in how.items() if k != "spark"}))
     # a second sync: dedupe against the index (a1 and a2 again), new columns
     again = lake.archive([track("a1"), track("c1", revenue=3, coupon="X"), page("p3")], DAY.replace(hour=15))
-    markers = layout.reopened_days_dir(lake.settings.lake.root, lake.source.id)
+    markers = state_layout.reopened_days_dir(lake.settings.lake.root, lake.source.id)
     for path in [again, *markers.glob("*.json")]:  # the file and its day's reopen marker
         twin = copy / path.relative_to(lake.root)
         twin.parent.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,7 @@ import eventlake.sync.protocol.commit
 import eventlake.sync.protocol.ledger
 import eventlake.sync.protocol.rewrite
 import eventlake.timestamps
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.catalog import load_catalog
 from eventlake.config import RetentionSettings, add_source, load_settings, write_initial_config
 from eventlake.spec import enrich
@@ -209,8 +209,8 @@ class World:
         spool = self.directory / ".eventlake" / "spool" / self.source.id
         spool.mkdir(parents=True, exist_ok=True)
         day = day_start_ms(received)
-        name = layout.spool_segment_name(day, int(received.timestamp() * 1000), "a1b2c3d4", name_seq)
-        path = layout.spool_segment_file(spool.parent, self.source.id, name)
+        name = state_layout.spool_segment_name(day, int(received.timestamp() * 1000), "a1b2c3d4", name_seq)
+        path = state_layout.spool_segment_file(spool.parent, self.source.id, name)
         path.write_bytes(b"".join(line + b"\n" for line in lines))
         segment = Segment.from_path(path)
         assert segment is not None

@@ -9,7 +9,7 @@ import dataclasses
 import boto3
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.query import run_query
 from eventlake.storage.lease import LeaseLostError
 from eventlake.sync import run_sync
@@ -103,6 +103,6 @@ def test_an_adoption_that_lost_its_lease_changes_nothing(s3_lake, moto, monkeypa
         adopt_source(settings, source.slug)
     assert glue.get_tables(DatabaseName=db)["TableList"][0]["Name"] == "identify"
     assert len(glue.get_tables(DatabaseName=db)["TableList"]) == 1  # page_viewed not registered
-    leases = str(layout.sync_lease_dir(root, source.id))
+    leases = str(state_layout.sync_lease_dir(root, source.id))
     after = {(str(f.path), f.size) for f in storage.list(root, "**/*") if not str(f.path).startswith(leases)}
     assert after == {f for f in before if not f[0].startswith(leases)}  # no names, progress or seeds

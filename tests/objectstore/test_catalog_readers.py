@@ -18,7 +18,7 @@ import boto3
 import pyarrow.parquet as pq
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.query import run_query
 from eventlake.sync import run_sync
 from eventlake.sync.maintenance.compact import compact_sources
@@ -202,13 +202,13 @@ def test_a_reader_through_glue_sees_each_partition_before_or_after_every_rewrite
     locations = reader.locations(database)
     assert len(locations) == 4 and all("/segment-data/versions/data/" in loc for loc in locations), locations
     assert all(no_hidden_part(loc) for loc in locations), locations
-    retired = settings.lake.storage().list(layout.retired_dir(settings.lake.root, lake.source.id))
+    retired = settings.lake.storage().list(state_layout.retired_dir(settings.lake.root, lake.source.id))
     assert retired
     # a later run past the grace period deletes them; readers see the same rows
     settings = dataclasses.replace(settings, sync=dataclasses.replace(settings.sync, rewrite_grace_minutes=0))
     for hide, counts in watch.during(lambda: compact_sources(settings, [lake.slug], say=quiet)):
         assert counts == after, (hide, counts)
-    assert not settings.lake.storage().list(layout.retired_dir(settings.lake.root, lake.source.id))
+    assert not settings.lake.storage().list(state_layout.retired_dir(settings.lake.root, lake.source.id))
     assert reader.lake(database) == after == duckdb_counts(lake)
     assert AthenaLike(moto.endpoint, hide=False).lake(database) == after
     # a later sync appends into the partition's version folder, where both readers read

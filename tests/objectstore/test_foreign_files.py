@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.config import Settings, SourceSettings
 from eventlake.query import run_query
 from eventlake.storage import to_location
@@ -98,7 +98,7 @@ def retired_names(lake) -> list[str]:
     storage, root = lake.settings.lake.storage(), lake.settings.lake.root
     return [
         name
-        for info in storage.list(layout.retired_dir(root, lake.source.id), "*.json")
+        for info in storage.list(state_layout.retired_dir(root, lake.source.id), "*.json")
         for name in orjson.loads(storage.read(info.path))["files"]
     ]
 
@@ -170,7 +170,7 @@ def test_adopt_runs_again_after_a_compaction_and_seeds_from_the_version_folder(a
     again = adopt_source(lake.settings, lake.slug)
     assert not again.work and {t.table: len(t.partitions) for t in again.tables} == {TABLE: 2, "identify": 1}
     # a killed adoption that registered but did not seed: the rerun seeds from the compacted files
-    progress = layout.adoption_file(lake.settings.lake.root, lake.source.id)
+    progress = state_layout.adoption_file(lake.settings.lake.root, lake.source.id)
     document = orjson.loads(storage.read(progress))
     storage.write(progress, orjson.dumps({**document, "seeded": {}}))
     assert adopt_source(lake.settings, lake.slug).seeded_ids == 3

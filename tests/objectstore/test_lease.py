@@ -15,7 +15,7 @@ from datetime import timedelta
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.catalog import load_catalog
 from eventlake.config import RetentionSettings, load_settings
 from eventlake.query import run_query
@@ -101,7 +101,7 @@ def test_two_machines_syncing_one_source_at_once_keep_the_lake_exact(tmp_path, m
 def steal_the_lease(lake: Lake) -> None:
     """Another machine takes the source's lease over, as after an expiry: the next number."""
     storage = lake.settings.lake.storage()
-    folder = layout.sync_lease_dir(lake.settings.lake.root, lake.source.id)
+    folder = state_layout.sync_lease_dir(lake.settings.lake.root, lake.source.id)
     held = [int(m.group(1)) for f in storage.list(folder, "*.json") if (m := LEASE_NAME.match(f.path.name))]
     document = {"host": "machine-b", "pid": 1, "token": "b", "expires": time.time() + 600}
     storage.write(folder / lease_name(max(held) + 1), orjson.dumps(document))

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from botocore.client import BaseClient
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.catalog import load_catalog
 from eventlake.config import CatalogSettings
 from eventlake.errors import ConfigError
@@ -106,7 +106,7 @@ def test_a_lake_on_s3_holds_the_same_rows_as_a_local_lake(s3_lake, lake, spark, 
     s3_lake.archive([track("m2", revenue=12), track("m3", revenue=1)], now_utc())
     again = sync(s3_lake, spark)
     assert (again.status, again.rows, again.duplicates_dropped) == ("Success", 1, 1), again.error
-    filters = layout.dedupe_filter_dir(s3_lake.settings.lake.state_dir, s3_lake.source.id)
+    filters = state_layout.dedupe_filter_dir(s3_lake.settings.lake.state_dir, s3_lake.source.id)
     first_run = [k for k in keys if "/_state/dedupe/" in k and k.endswith(".keys")]
     assert len(list(filters.iterdir())) == len(first_run) > 0
 
@@ -159,8 +159,8 @@ def test_a_sync_on_s3_killed_at_any_commit_step_is_completed_exactly_once(s3_lak
     assert (again.status, again.rows) == ("Success", 2), again.error  # what it completed
     assert [r["message_id"] for r in table_rows(s3_lake, "track_order_completed")] == ["m1", "m2"]
     storage, root = s3_lake.settings.lake.storage(), s3_lake.settings.lake.root
-    assert not storage.list(layout.state_dir(root, "pending", s3_lake.source.id), "*")
-    assert len(storage.list(layout.state_dir(root, "ledger", s3_lake.source.id), "*.json")) == 1
+    assert not storage.list(state_layout.state_dir(root, "pending", s3_lake.source.id), "*")
+    assert len(storage.list(state_layout.state_dir(root, "ledger", s3_lake.source.id), "*.json")) == 1
     reports = [f for f in storage.list(layout.reports_root(root), "**/report-*.json")]
     assert len(reports) == 1
 

@@ -16,7 +16,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.cli import cli
 from eventlake.config import LakeSettings, Settings
 from eventlake.query import run_query
@@ -39,7 +39,7 @@ def write_parquet(path: Path, select: str) -> None:
 
 
 def write_schema(lake: Path, database: str, table: str, columns, keys, location: Path) -> None:
-    path = layout.schema_file(lake, database, table)
+    path = state_layout.schema_file(lake, database, table)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "database": database,

@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.catalog.schema_file import write_schema_file
 from eventlake.config import Settings
 from eventlake.query.duckdb_engine import check_read_only, connect, duckdb_type, run_duckdb
@@ -79,7 +79,7 @@ def test_read_only_reads_the_lake_and_nothing_else(settings: Settings, tmp_path:
 def test_read_only_opens_no_file_outside_the_tables_folders(settings: Settings, tmp_path: Path) -> None:  # noqa: F811
     """Past the query's check, the connection itself cannot open the lake's state (the deletion
     audit names erased users) nor the raw archive: only the tables' folders."""
-    audit = layout.deletion_audit_file(settings.lake.root, "SRC1", "compact-1")
+    audit = state_layout.deletion_audit_file(settings.lake.root, "SRC1", "compact-1")
     LocalStorage().write(audit, b'{"user_id": "erased-user-42"}')
     scratch = tmp_path / "scratch"
     scratch.mkdir()

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.config import AlertsSettings, Secret, Settings, add_source, load_settings, write_initial_config
 from eventlake.console.lake import LakeWatch
 from eventlake.console.metrics import render
@@ -250,7 +250,7 @@ def test_a_real_sync_that_fails_alerts_and_its_recovery_too(lake, spark) -> None
         lake.archive([{"type": "track", "event": "Signed Up", "userId": "u1", "messageId": "m1"}])
         # a suppression list that is not JSON: the run reading it fails (a damaged archive file no
         # longer fails a run: it is quarantined, see tests/sync/test_damaged.py)
-        broken = layout.suppression_file(settings.lake.root, lake.source.id)
+        broken = state_layout.suppression_file(settings.lake.root, lake.source.id)
         LocalStorage().write(broken, b"not json")
         results = run_sync(settings, spark=spark)
         assert [r.status for r in results] == ["Failed"]
@@ -273,7 +273,7 @@ def test_eventlake_sync_alerts_and_a_later_process_sends_the_recovery(tmp_path: 
     from tests.scheduler.test_engine import archive
 
     project = make_project(tmp_path / "mylake")
-    broken = layout.suppression_file(project.lake, project.source_id)  # not JSON: the sync fails
+    broken = state_layout.suppression_file(project.lake, project.source_id)  # not JSON: the sync fails
     LocalStorage().write(broken, b"not json")
     archive(project, "first", ["m0"], now_utc())
     with webhook_receiver() as (url, hook), smtp_server() as (port, mailbox):

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.archive.days import reopen_days
 from eventlake.config import add_source, load_settings
 from eventlake.spec import enrich
@@ -95,7 +95,7 @@ def test_the_engine_syncs_micro_batches_compacts_them_and_serves_sql(tmp_path: P
         up.send_signal(signal.SIGTERM)
         code = up.wait(timeout=120)
     assert code == 0, log_path.read_text()
-    assert not list(layout.sql_service_dir(project.spool.parent).glob("*.json")), (
+    assert not list(state_layout.sql_service_dir(project.spool.parent).glob("*.json")), (
         "the engine's record is gone"
     )
 

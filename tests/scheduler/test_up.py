@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.jvm.metastore.derby import running_service
 from tests.collect.harness import EVENTLAKE, clean_environment, free_port, make_project
 from tests.scheduler.harness import finish, start_up, wait_for
@@ -72,5 +72,5 @@ def test_sql_reports_and_a_second_sync_work_while_up_runs(tmp_path: Path) -> Non
         up.send_signal(signal.SIGTERM)
         code = up.wait(timeout=60)
     assert code == 0, log_path.read_text()
-    assert not layout.metastore_service_file(state).exists()
+    assert not state_layout.metastore_service_file(state).exists()
     assert running_service(state) is None

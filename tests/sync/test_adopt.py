@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.errors import UsageError
 from eventlake.query import run_query
 from eventlake.sync import run_sync
@@ -52,7 +52,7 @@ def test_an_sdl_lake_is_adopted_in_place_and_synced_into(lake, spark, style):
         "identify": (2, 1),
         track_table: (2, 1),
     }
-    assert not storage.exists(layout.table_names_file(root, lake.source.id))  # a dry run writes nothing
+    assert not storage.exists(state_layout.table_names_file(root, lake.source.id))  # a dry run writes nothing
     assert not (root / "segment-data" / "_state").exists()
 
     adopted = adopt(lake, spark, track_tables=style)

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.cli.compact import duration_hours
 from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.errors import UsageError
@@ -183,14 +183,14 @@ def test_compaction_keeps_every_row_and_value_on_both_engines(fresh: Lake, templ
     folder = table_dir(fresh, "track_order_completed") / "day=2026-11-20" / "hr=07"
     [new] = [p for p in folder.glob("*.parquet")]
     columns = [f.name for f in pq.read_schema(new)]
-    spec = layout.schema_file(fresh.settings.lake.root, fresh.source.database, "track_order_completed")
+    spec = state_layout.schema_file(fresh.settings.lake.root, fresh.source.database, "track_order_completed")
     assert columns == [c["name"] for c in orjson.loads(spec.read_bytes())["columns"]]
 
 
 def test_the_dedupe_index_is_merged_a_day_per_file_and_still_drops_a_resent_message(
     fresh: Lake, spark
 ) -> None:
-    index = layout.dedupe_index_dir(fresh.settings.lake.root, fresh.source.id)
+    index = state_layout.dedupe_index_dir(fresh.settings.lake.root, fresh.source.id)
     before = sorted(index.glob("*/*.keys"))
     days = {p.parent.name[len("run_id=") :][:8] for p in before}  # the runs' days (one, unless at midnight)
     keys = sorted(index_records(index))

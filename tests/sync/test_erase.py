@@ -11,7 +11,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.archive import SuppressionList
 from eventlake.query import run_query
 from eventlake.storage import LocalStorage
@@ -68,8 +68,8 @@ def files_naming_the_user(lake: Lake) -> list[str]:
     """Every file under the lake root that holds one of the user's ids (Parquet values, gzip text,
     any other bytes), but the suppression list and the audit records, which name the user by design."""
     root = Path(lake.settings.lake.root)
-    audit = Path(layout.deletion_audit_file(root, lake.source.id, "x")).parent
-    suppression = Path(layout.suppression_file(root, lake.source.id))
+    audit = Path(state_layout.deletion_audit_file(root, lake.source.id, "x")).parent
+    suppression = Path(state_layout.suppression_file(root, lake.source.id))
     found = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         if path == suppression or path.parent == audit:
@@ -117,9 +117,9 @@ def test_every_file_loses_the_users_and_linked_ids_and_the_rest_stays(synced: La
     )
     assert (result.rows_deleted, result.quarantine_rows_deleted) == (6, 2)
     assert_only_the_others_remain(synced, spark)
-    [record] = Path(layout.deletion_audit_file(synced.settings.lake.root, synced.source.id, "x")).parent.glob(
-        "*.json"
-    )
+    [record] = Path(
+        state_layout.deletion_audit_file(synced.settings.lake.root, synced.source.id, "x")
+    ).parent.glob("*.json")
     audit = orjson.loads(record.read_bytes())
     assert (audit["user_id"], audit["requested_by"], audit["rows_deleted"]) == (USER, "dpo@example.com", 6)
     assert LINKED not in record.read_text() and ALIASED not in record.read_text()  # no other personal data

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.storage import LocalStorage
 from eventlake.sync.maintenance.erase import delete_user
@@ -56,7 +56,7 @@ def test_the_archive_is_listed_once_and_read_before_the_lock(lake: Lake, monkeyp
             messages.append({"type": "track", "userId": USER, "messageId": f"t{n}", "event": "x"})
         lake.archive(messages, received)
     # written long ago: the reopen markers of their days are consumed (by syncs) since
-    LocalStorage().delete_tree(layout.reopened_days_dir(lake.settings.lake.root, lake.source.id))
+    LocalStorage().delete_tree(state_layout.reopened_days_dir(lake.settings.lake.root, lake.source.id))
     archive = Path(layout.archive_source_dir(lake.settings.lake.root, lake.source.id))
     events: list[str] = []  # "lock", "unlock", "list <what>", "read"
     real_list, real_read = LocalStorage.list, LocalStorage.read

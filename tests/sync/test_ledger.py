@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.archive import list_archive_files
 from eventlake.archive.day_state import CLOSE_MARGIN_MS, MARKER_AGE_MS
 from eventlake.archive.days import reopen_archive, reopen_days
@@ -52,7 +52,7 @@ class CrashingStorage(LocalStorage):
 
 def seal(lake: Path, day: int, n: int) -> str:
     """An archive file sealed into ``day``; its key."""
-    name = layout.spool_segment_name(day, day + n, "a1b2c3d4", n) + layout.ARCHIVE_SUFFIX
+    name = state_layout.spool_segment_name(day, day + n, "a1b2c3d4", n) + layout.ARCHIVE_SUFFIX
     path = layout.archive_file(lake, SOURCE, day, name)
     LocalStorage().write(path, gzip.compress(b'{"type":"track"}\n'))
     return layout.lake_relative(lake, path)
@@ -71,7 +71,7 @@ def sync(ledger: Ledger, now_ms: int, run: str) -> list[str]:
 
 
 def checkpoint(lake: Path) -> dict:
-    return orjson.loads(layout.ledger_checkpoint_file(lake, SOURCE).read_bytes())
+    return orjson.loads(state_layout.ledger_checkpoint_file(lake, SOURCE).read_bytes())
 
 
 @pytest.fixture
@@ -85,10 +85,12 @@ def test_finished_days_close_and_later_syncs_list_only_open_days(lake: Path) -> 
     assert sorted(sync(ledger, D0 + 2 * DAY + HOUR, "run1")) == sorted(old)
     assert sync(ledger, D0 + 2 * DAY + 3 * HOUR, "run2") == []  # both days ended 2 h ago: closed
     assert checkpoint(lake)["closed_through"] == D0 + DAY
-    assert orjson.loads(layout.closed_day_file(lake, SOURCE, D0).read_bytes()) == sorted(
+    assert orjson.loads(state_layout.closed_day_file(lake, SOURCE, D0).read_bytes()) == sorted(
         k.rsplit("/", 1)[1] for k in old[:3]
     )
-    assert not list(layout.state_dir(lake, "ledger", SOURCE).glob("*.json"))  # folded into the checkpoint
+    assert not list(
+        state_layout.state_dir(lake, "ledger", SOURCE).glob("*.json")
+    )  # folded into the checkpoint
 
     # a file dropped into a closed day without a marker is not listed: the sync lists open days only
     hidden = seal(lake, D0, 9)
@@ -138,7 +140,7 @@ def lay_legacy_lake(lake: Path, days: int, files_per_day: int) -> set[str]:
         day_keys = [seal(lake, D0 + d * DAY, n) for n in range(files_per_day)]
         for n, key in enumerate(day_keys):
             LocalStorage().write(
-                layout.ledger_file(lake, SOURCE, f"2025{d:04d}T{n:06d}000Z-0000"),
+                state_layout.ledger_file(lake, SOURCE, f"2025{d:04d}T{n:06d}000Z-0000"),
                 orjson.dumps({"run_id": "r", "files": [key]}),
             )
         keys.update(day_keys)
@@ -173,7 +175,7 @@ def test_a_checkpoint_killed_at_any_step_loses_and_repeats_nothing(lake: Path, s
     assert sync(ledger, now + 1, "rerun") == [new]  # the unsynced file once, nothing synced again
     assert sync(ledger, now + MARKER_AGE_MS, "again") == []
     assert ledger.synced_keys() == keys | {new}
-    assert not list(layout.reopened_days_dir(lake, SOURCE).glob("*.json"))
+    assert not list(state_layout.reopened_days_dir(lake, SOURCE).glob("*.json"))
 
 
 def closed_lake(lake: Path, now: int) -> Ledger:
@@ -192,8 +194,8 @@ def test_a_collector_sealing_late_into_a_closed_day_is_found(lake: Path, tmp_pat
     now = D0 + 3 * DAY + 3 * HOUR
     ledger = closed_lake(lake, now)
     # a collector that was down since day D0 seals its spool segment of D0 now (the real sealer)
-    name = layout.spool_segment_name(D0, D0 + HOUR, "feedbeef", 1)
-    spooled = layout.spool_segment_file(tmp_path / "spool", SOURCE, name)
+    name = state_layout.spool_segment_name(D0, D0 + HOUR, "feedbeef", 1)
+    spooled = state_layout.spool_segment_file(tmp_path / "spool", SOURCE, name)
     spooled.parent.mkdir(parents=True)
     spooled.write_bytes(b'{"type":"track","messageId":"late"}\n')
     result = seal_segment(Segment.from_path(spooled), LocalStorage(), lake)
@@ -244,14 +246,14 @@ def test_the_first_checkpoint_at_one_past_midnight_keeps_yesterday_open(
     ledger = Ledger(LocalStorage(), lake, SOURCE)
     assert sync(ledger, midnight + 60_000, "first") == []  # a new source, its first sync at 00:01
     wall.ms = midnight - 3_000  # the collector's clock: 23:59:57 of yesterday, 3 s behind
-    name = layout.spool_segment_name(midnight - DAY, midnight - 4_000, "feedbeef", 1)
-    spooled = layout.spool_segment_file(tmp_path / "spool", SOURCE, name)
+    name = state_layout.spool_segment_name(midnight - DAY, midnight - 4_000, "feedbeef", 1)
+    spooled = state_layout.spool_segment_file(tmp_path / "spool", SOURCE, name)
     spooled.parent.mkdir(parents=True)
     spooled.write_bytes(b"".join(b'{"type":"track","messageId":"m%d"}\n' % n for n in range(10)))
     sealed = seal_segment(Segment.from_path(spooled), LocalStorage(), lake).archive_path
     assert sealed is not None and sealed.parent.name == str(midnight - DAY)
     assert not list(
-        layout.reopened_days_dir(lake, SOURCE).glob("*.json")
+        state_layout.reopened_days_dir(lake, SOURCE).glob("*.json")
     )  # no marker: not ended by its clock
     synced = sync(ledger, midnight + 2 * 60_000, "second")
     assert synced == [layout.lake_relative(lake, sealed)]  # its 10 messages: all of them synced
@@ -320,7 +322,9 @@ def test_a_sync_hours_into_a_long_import_loses_no_day(
         synced.extend(sync(ledger, wall.ms + n * MARKER_AGE_MS, f"after-{n}"))
     assert sorted(synced) == sorted(imported)  # every imported file listed and synced once
     assert imported <= ledger.synced_keys()
-    assert not list(layout.reopened_days_dir(lake, SOURCE).glob("*.json"))  # every marker consumed at last
+    assert not list(
+        state_layout.reopened_days_dir(lake, SOURCE).glob("*.json")
+    )  # every marker consumed at last
     assert checkpoint(lake)["closed_through"] >= days[-1]
 
 
@@ -349,7 +353,7 @@ def test_a_day_whose_copy_runs_for_hours_is_marked_again(
     for n in range(4):
         synced.extend(sync(ledger, wall.ms + 60_000 + n * MARKER_AGE_MS, f"after-{n}"))
     assert len(synced) == 4 and len(set(synced)) == 4
-    assert not list(layout.reopened_days_dir(lake, SOURCE).glob("*.json"))
+    assert not list(state_layout.reopened_days_dir(lake, SOURCE).glob("*.json"))
 
 
 def test_rerunning_an_import_finds_what_an_earlier_run_wrote_into_a_day_closed_without_it(
@@ -365,7 +369,7 @@ def test_rerunning_an_import_finds_what_an_earlier_run_wrote_into_a_day_closed_w
     export = export_days(tmp_path, [D0 + DAY], per_day=1)
     wall.ms = now
     import_segment_archive(LocalStorage(), export, LocalStorage(), lake, SOURCE)
-    for marker in layout.reopened_days_dir(lake, SOURCE).glob("*.json"):
+    for marker in state_layout.reopened_days_dir(lake, SOURCE).glob("*.json"):
         marker.unlink()  # as a sync consumed it before the file was written
     assert sync(ledger, now + MARKER_AGE_MS, "lost") == []  # hidden: its day is closed
     wall.ms = now + MARKER_AGE_MS + HOUR

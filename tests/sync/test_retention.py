@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.catalog import load_catalog
 from eventlake.config import RetentionSettings, load_settings
 from eventlake.errors import ConfigError, UsageError
@@ -172,7 +172,7 @@ def _specs(lake: Lake):
 
 
 def test_the_dedupe_index_goes_a_window_and_a_day_after_the_archive(synced: Lake, spark) -> None:
-    index = Path(layout.dedupe_index_dir(synced.settings.lake.root, synced.source.id))
+    index = Path(state_layout.dedupe_index_dir(synced.settings.lake.root, synced.source.id))
     files = sorted(index.glob("*/*.keys"))
     assert files  # the sync's ids, in a folder named after the run (started now)
     day = files[0].parent.name[len("run_id=") :][:8]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.errors import UsageError
 from eventlake.sync.maintenance.retype import set_column_type
 from tests.sync.test_sync import rows, sync, track
@@ -29,7 +29,7 @@ def test_widening_a_column_rewrites_old_files_and_later_values_fit(lake, spark):
     result = retype(lake, spark, "track_order_completed", "properties_revenue", "string")
     assert (result.old_type, result.new_type, result.files_rewritten) == ("bigint", "string", 1)
     assert column_types(spark, lake, "track_order_completed")["properties_revenue"] == "string"
-    schema = orjson.loads(layout.schema_file(lake.settings.lake.root, lake.source.database,
+    schema = orjson.loads(state_layout.schema_file(lake.settings.lake.root, lake.source.database,
                                              "track_order_completed").read_bytes())  # fmt: skip
     assert {"name": "properties_revenue", "type": "string"} in schema["columns"]
     lake.archive([track("m3", revenue="a lot")])
@@ -106,7 +106,7 @@ def test_a_type_change_killed_at_any_step_completes_exactly_once(lake, spark, mo
     quarantined = rows(spark, f"SELECT message_id, raw_value FROM {db}._quarantine")
     assert quarantined == [{"message_id": "m2", "raw_value": "twelve"}]
     schema = orjson.loads(
-        layout.schema_file(lake.settings.lake.root, db, "track_order_completed").read_bytes()
+        state_layout.schema_file(lake.settings.lake.root, db, "track_order_completed").read_bytes()
     )
     assert {"name": "properties_code", "type": "bigint"} in schema["columns"]
     again = retype(lake, spark, "track_order_completed", "properties_code", "bigint")

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.flock import LockFile
 from eventlake.storage.lease import Lease, LeaseLostError, lease_name
 from eventlake.storage.local import LocalStorage
@@ -42,7 +42,7 @@ def staged_move(lake, run_id: str, data: bytes) -> tuple[Manifest, object, objec
 
 def test_a_source_another_process_holds_is_skipped_and_said(lake):
     said, ran = [], []
-    holder = LockFile(layout.sync_lock_file(lake.settings.lake.root, lake.source.id))
+    holder = LockFile(state_layout.sync_lock_file(lake.settings.lake.root, lake.source.id))
     assert holder.try_lock()
     try:
         result = run_source(
@@ -133,7 +133,7 @@ class Clock:
 def two_holders(lake):
     """Machine A holds the source's lease; after ``a_stalls()``, machine B may take it over."""
     storage, clock = lake.settings.lake.storage(), Clock()
-    folder = layout.sync_lease_dir(lake.settings.lake.root, lake.source.id)
+    folder = state_layout.sync_lease_dir(lake.settings.lake.root, lake.source.id)
     a = Lease(storage, folder, 60, clock=clock, background=False)
     b = Lease(storage, folder, 60, clock=clock, background=False)
     assert a.try_acquire()
@@ -259,7 +259,7 @@ def test_a_reports_merge_is_fenced_by_the_lease_like_any_commit(lake):
         write_report_rows(storage, report_path(result, root), rows)
         note_report_day(storage, root, rows[0]["day"])
     storage.write(
-        layout.report_days_file(root, source_id),
+        state_layout.report_days_file(root, source_id),
         orjson.dumps({"merged_through": f"{now - timedelta(days=2):%Y-%m-%d}"}),
     )
     state = SyncState(storage, root, source_id)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
 from eventlake.sync.protocol.state import SyncState
@@ -317,7 +317,7 @@ def test_a_run_killed_at_any_commit_step_is_completed_exactly_once(lake, spark, 
         f"WHERE source_id = '{lake.source.id}' AND type = 'source'",
     )
     assert len(reports) == 1 and reports[0]["row_count"] == 2
-    assert layout.schema_file(lake.settings.lake.root, db, "track_order_completed").is_file()
+    assert state_layout.schema_file(lake.settings.lake.root, db, "track_order_completed").is_file()
 
 
 def test_a_failed_run_commits_nothing_and_the_rerun_syncs_everything(lake, spark, monkeypatch):
@@ -439,7 +439,7 @@ def test_a_second_sync_waits_or_refuses_while_one_runs(lake, spark):
     from eventlake.sync import SKIPPED
 
     lake.archive([track("m1")])
-    lock = layout.sync_lock_file(lake.settings.lake.root, lake.source.id)
+    lock = state_layout.sync_lock_file(lake.settings.lake.root, lake.source.id)
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX)

@@ -178,6 +178,6 @@ def test_trino_sees_each_partition_before_or_after_every_rewrite(
 
 
 def rewrite_retired(settings, lake: Lake):
-    from eventlake import layout
+    from eventlake import state_layout
 
-    return layout.retired_dir(settings.lake.root, lake.source.id)
+    return state_layout.retired_dir(settings.lake.root, lake.source.id)

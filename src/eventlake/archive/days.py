@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 
 import orjson
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.archive.day_state import needs_marker, needs_remark
 from eventlake.archive.files import ArchiveFile, archive_files, list_archive_files
 from eventlake.storage import Location, Storage
@@ -60,7 +60,7 @@ def reopen_days(
 
 
 def _mark(storage: Storage, lake: Location, source_id: str, day: int, now_ms: int) -> Location:
-    marker = layout.reopened_day_file(lake, source_id, day, now_ms, secrets.token_hex(4))
+    marker = state_layout.reopened_day_file(lake, source_id, day, now_ms, secrets.token_hex(4))
     storage.write(marker, b"{}")
     return marker
 
@@ -96,8 +96,8 @@ class DayMarks:
 def reopened_days(storage: Storage, lake: Location, source_id: str) -> dict[int, list[tuple[int, Location]]]:
     """The reopen markers by day: ``{day: [(written_ms, marker), ...]}`` (one listing)."""
     found: dict[int, list[tuple[int, Location]]] = {}
-    for info in storage.list(layout.reopened_days_dir(lake, source_id), "*.json"):
-        times = layout.reopened_day_times(info.path.name)
+    for info in storage.list(state_layout.reopened_days_dir(lake, source_id), "*.json"):
+        times = state_layout.reopened_day_times(info.path.name)
         if times is not None:
             found.setdefault(times[0], []).append((times[1], info.path))
     return found
@@ -117,7 +117,7 @@ def reopen_archive(storage: Storage, lake: Location, source_id: str) -> int:
 def expired_through(storage: Storage, lake: Location, source_id: str) -> int | None:
     """The newest archive day whose files retention deleted (None: it deleted none)."""
     try:
-        return int(orjson.loads(storage.read(layout.archive_expired_file(lake, source_id)))["through"])
+        return int(orjson.loads(storage.read(state_layout.archive_expired_file(lake, source_id)))["through"])
     except FileNotFoundError:
         return None
 
@@ -127,4 +127,4 @@ def expire_days_through(storage: Storage, lake: Location, source_id: str, day: i
     them: killed in between, the files left are synced already and go at the next retention)."""
     through = expired_through(storage, lake, source_id)
     if through is None or through < day:
-        storage.write(layout.archive_expired_file(lake, source_id), orjson.dumps({"through": day}))
+        storage.write(state_layout.archive_expired_file(lake, source_id), orjson.dumps({"through": day}))

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import orjson
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.archive.days import reopen_days
 from eventlake.archive.errors import ArchiveUploadError
 from eventlake.archive.files import archive_lines
@@ -70,10 +70,10 @@ class Segment:
 
     @classmethod
     def from_path(cls, path: Path) -> Segment | None:
-        day_ms = layout.spool_segment_day_ms(path.name)
+        day_ms = state_layout.spool_segment_day_ms(path.name)
         if day_ms is None:
             return None
-        return cls(path, path.parent.name, day_ms, path.name[: -len(layout.SPOOL_SUFFIX)])
+        return cls(path, path.parent.name, day_ms, path.name[: -len(state_layout.SPOOL_SUFFIX)])
 
     @property
     def process_token(self) -> str:

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.archive.errors import (
     ArchiveUploadError,
     SpoolBusyError,
@@ -294,11 +294,11 @@ class Spool:
         if current is not None:
             return current
         source_id, day_ms = key
-        directory = layout.spool_source_dir(self.spool_dir, source_id)
+        directory = state_layout.spool_source_dir(self.spool_dir, source_id)
         make_dirs(directory)
         opened_ms = time.time_ns() // 1_000_000
-        name = layout.spool_segment_name(day_ms, opened_ms, self.process_token, next(self._seq))
-        path = layout.spool_segment_file(self.spool_dir, source_id, name)
+        name = state_layout.spool_segment_name(day_ms, opened_ms, self.process_token, next(self._seq))
+        path = state_layout.spool_segment_file(self.spool_dir, source_id, name)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
             fsync_dir(directory)
@@ -318,7 +318,9 @@ class Spool:
         exc: OSError,
     ) -> None:
         """A write or fsync failed: cut the segment back to its last good size, close it, fail the group."""
-        where = layout.spool_source_dir(self.spool_dir, key[0]) if current is None else current.segment.path
+        where = (
+            state_layout.spool_source_dir(self.spool_dir, key[0]) if current is None else current.segment.path
+        )
         log.error("spool write to %s failed: %s", where, exc)
         self._count(write_errors=1)
         if current is not None:
@@ -485,7 +487,7 @@ def _close_quietly(fd: int) -> None:
 
 def _acquire_lock(spool_dir: Path) -> LockFile:
     """The spool's lock, held until :meth:`Spool.close`; refused at once if another collector has it."""
-    lock = LockFile(layout.spool_lock_file(spool_dir), mode=0o644)
+    lock = LockFile(state_layout.spool_lock_file(spool_dir), mode=0o644)
     if not lock.try_lock():
         holder = lock.holder()
         lock.close()

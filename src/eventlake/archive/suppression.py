@@ -1,6 +1,6 @@
 """Suppression lists: the userIds whose new messages the collector blocks, one JSON file per source.
 
-The file (``layout.suppression_file``: ``segment-data/_state/suppression/<source-id>.json``)::
+The file (``state_layout.suppression_file``: ``segment-data/_state/suppression/<source-id>.json``)::
 
     {"source_id": "Ab12Cd34Ef", "users": {"u1": "2026-11-22T10:00:00.000Z", ...}}
 
@@ -31,7 +31,7 @@ from datetime import datetime
 
 import orjson
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.archive.errors import SuppressionError, describe_store_error
 from eventlake.flock import LockFile
 from eventlake.storage import Location, Storage
@@ -64,7 +64,7 @@ def is_suppressed(message: object, users: AbstractSet[str]) -> bool:
 def read_suppressed_users(storage: Storage, lake_root: Location, source_id: str) -> frozenset[str]:
     """The source's suppressed userIds, read now from the lake (no cache);
     :class:`SuppressionError` when the file cannot be read or parsed."""
-    return frozenset(read_suppression_file(storage, layout.suppression_file(lake_root, source_id)))
+    return frozenset(read_suppression_file(storage, state_layout.suppression_file(lake_root, source_id)))
 
 
 class SuppressionList:
@@ -75,7 +75,7 @@ class SuppressionList:
         self.storage = storage
         self.lake_root = lake_root
         self.source_id = source_id
-        self.path = layout.suppression_file(lake_root, source_id)
+        self.path = state_layout.suppression_file(lake_root, source_id)
 
     def users(self) -> list[SuppressedUser]:
         """Every suppressed user, sorted by userId."""
@@ -113,7 +113,7 @@ class SuppressionList:
     def _locked(self) -> Iterator[Lease | None]:
         """Hold the source's writer lock: yields the :class:`Lease` on an object store (checked
         before writing), None on a local lake (an ``flock``)."""
-        lock_path = layout.suppression_lock_file(self.lake_root, self.source_id)
+        lock_path = state_layout.suppression_lock_file(self.lake_root, self.source_id)
         local = self.storage.local_path(lock_path)
         if local is not None:
             try:
@@ -239,7 +239,7 @@ class SuppressionCache:
             self._tickets += 1
             ticket = self._tickets
         started = time.monotonic()
-        path = layout.suppression_file(self.lake_root, source_id)
+        path = state_layout.suppression_file(self.lake_root, source_id)
         previous = self._cached.get(source_id)
         try:
             data = _read(self.storage, path)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventlake import layout, progress
+from eventlake import layout, progress, state_layout
 from eventlake.catalog.base import Catalog, Column, TableSpec, load_catalog
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.catalog.views import database_views
@@ -169,7 +169,7 @@ def repair_catalog(
     specs = read_schema_files(storage, lake, databases)
     if not specs:
         raise UsageError(
-            f"no schema files under {layout.schemas_root(lake)}"
+            f"no schema files under {state_layout.schemas_root(lake)}"
             + (f" for database {', '.join(sorted(databases))}" if databases else "")
             + ": nothing to repair (they are written by `eventlake sync`)"
         )

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.catalog.base import TableSpec
 from eventlake.errors import EventLakeError
 from eventlake.storage import Location, Storage, relative_to, to_location
@@ -47,7 +47,7 @@ def schema_document(spec: TableSpec) -> dict[str, Any]:
 
 
 def write_schema_file(storage: Storage, lake: Location, spec: TableSpec) -> None:
-    path = layout.schema_file(lake, spec.database, spec.name)
+    path = state_layout.schema_file(lake, spec.database, spec.name)
     storage.write(path, orjson.dumps(schema_document(spec), option=orjson.OPT_INDENT_2))
 
 
@@ -95,7 +95,7 @@ def read_schema_files(
     storage: Storage, lake: Location, databases: Collection[str] | None = None
 ) -> list[TableSpec]:
     """Every table of the lake (or of ``databases``), sorted by database and name."""
-    files = storage.list(layout.schemas_root(lake), "*/*.json")
+    files = storage.list(state_layout.schemas_root(lake), "*/*.json")
     return [
         read_schema_file(storage, f.path, lake)
         for f in files

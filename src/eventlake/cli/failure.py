@@ -9,7 +9,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from eventlake import __version__, layout
+from eventlake import __version__, state_layout
 from eventlake.storage.local import write_atomic
 from eventlake.timestamps import now_utc
 
@@ -39,7 +39,7 @@ def write_traceback(exc: BaseException, state_dir: Path | None, command: str) ->
         traceback.format_exception(type(exc), exc, exc.__traceback__)
     )
     if state_dir is not None:
-        path = layout.error_log(state_dir, at, os.getpid())
+        path = state_layout.error_log(state_dir, at, os.getpid())
         try:
             write_atomic(path, text.encode("utf-8"), mode=0o600)
             return path

@@ -15,7 +15,7 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.server import HANDLED_SIGNALS
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.archive import Spool, SuppressionCache
 from eventlake.collect.app import create_app
 from eventlake.collect.errors import ListenError
@@ -54,7 +54,7 @@ def run_collector(settings: Settings) -> None:
     collector = settings.collector
     storage = settings.lake.storage()  # one store (one client) for the sealer and the suppression lists
     spool = Spool(
-        layout.spool_dir(settings.lake.state_dir),
+        state_layout.spool_dir(settings.lake.state_dir),
         settings.lake.root,
         collector.seal_max_bytes,
         collector.seal_max_age_seconds,

@@ -12,7 +12,7 @@ console's background thread every few seconds. Messages accepted per minute come
 collector's ``/metrics``.
 
 An older day's summary is kept in the project's state folder
-(:func:`eventlake.layout.console_day_summary`) with the names of the report files it was made from:
+(:func:`eventlake.state_layout.console_day_summary`) with the names of the report files it was made from:
 a day's files change only by a merge or a late report, and both change the names, so a restarted
 console reads again only the days whose files changed (the first start after an upgrade reads them
 all, once). The runs of an older day are read when a page asks for them (the history's later pages,
@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.config import Settings, SourceSettings
 from eventlake.console.pending import PendingFiles
 from eventlake.partitions import report_day_files
@@ -349,7 +349,7 @@ class LakeWatch:
             known = self._days.get((source_id, day))
             if known is not None and known.files == names:
                 continue
-            state = layout.console_day_summary(self.settings.lake.state_dir, source_id, day)
+            state = state_layout.console_day_summary(self.settings.lake.state_dir, source_id, day)
             summary = _stored_summary(state, names)
             if summary is None:
                 runs = [run for path in files for run in self._runs_of(path) or ()]
@@ -381,7 +381,9 @@ class LakeWatch:
             ]
             self._days.update(((s.source_id, s.day), s) for s in summaries)
         for summary in summaries:
-            state = layout.console_day_summary(self.settings.lake.state_dir, summary.source_id, summary.day)
+            state = state_layout.console_day_summary(
+                self.settings.lake.state_dir, summary.source_id, summary.day
+            )
             _store_summary(state, summary)
         self._publish()
 
@@ -421,14 +423,14 @@ class LakeWatch:
             pending = PendingFiles(self.storage, self.settings.lake.root, source.id)
             self._pending[source.id] = pending
         unsynced = pending.refresh(int(time.time() * 1000))  # a few listings, at any age or gap
-        opened = [_utc(layout.segment_opened_ms(name) or day) for day, name in unsynced]
-        spool = layout.spool_source_dir(layout.spool_dir(self.settings.lake.state_dir), source.id)
+        opened = [_utc(state_layout.segment_opened_ms(name) or day) for day, name in unsynced]
+        spool = state_layout.spool_source_dir(state_layout.spool_dir(self.settings.lake.state_dir), source.id)
         if spool.is_dir():
             for segment in spool.iterdir():
-                day = layout.spool_segment_day_ms(segment.name)
+                day = state_layout.spool_segment_day_ms(segment.name)
                 try:
                     if day is not None and segment.stat().st_size > 0:
-                        opened.append(_utc(layout.segment_opened_ms(segment.name) or day))
+                        opened.append(_utc(state_layout.segment_opened_ms(segment.name) or day))
                 except FileNotFoundError:
                     continue  # sealed into the archive meanwhile
         try:

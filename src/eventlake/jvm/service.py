@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from eventlake import layout, progress
+from eventlake import progress, state_layout
 from eventlake.config import CatalogKind, Settings
 from eventlake.jvm.connectors import connector_jars, s3a_properties
 from eventlake.jvm.errors import MetastoreError
@@ -90,19 +90,19 @@ def start_service(settings: Settings, access: MetastoreAccess, port: int) -> Met
     """Start ``HiveMetaStore -p port`` over ``access`` (Derby or JDBC); returns once it accepts
     connections. The caller stops it (and it stops by itself if the calling thread dies)."""
     state = settings.lake.state_dir
-    conf_dir = layout.metastore_service_conf_dir(state, os.getpid())
+    conf_dir = state_layout.metastore_service_conf_dir(state, os.getpid())
     conf_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     properties = {
         **access.properties,
         **access.secrets,
         "hive.async.log.enabled": "false",  # the wheel lacks lmax-disruptor
         "datanucleus.connectionPoolingType": "HikariCP",  # and BoneCP, Hive 2.3's default (as Spark does)
-        "hive.metastore.warehouse.dir": str(layout.warehouse_dir(state)),
+        "hive.metastore.warehouse.dir": str(state_layout.warehouse_dir(state)),
         # a lake in a bucket: the metastore checks every table's location with S3A
         **s3a_properties(settings),
     }
     write_private(conf_dir / "hive-site.xml", hive_site(properties))
-    layout.log_dir(state).mkdir(parents=True, exist_ok=True)
+    state_layout.log_dir(state).mkdir(parents=True, exist_ok=True)
     from eventlake.jvm.session import log4j_config
 
     jars = [*access.classpath, *connector_jars(settings)]
@@ -111,7 +111,7 @@ def start_service(settings: Settings, access: MetastoreAccess, port: int) -> Met
         java_executable(),
         "-Xmx512m",
         f"-Dderby.system.home={state}",
-        f"-Dderby.stream.error.file={layout.derby_log(state)}",
+        f"-Dderby.stream.error.file={state_layout.derby_log(state)}",
         f"-Dlog4j2.configurationFile={log4j_config()}",
         "-cp",
         classpath,
@@ -119,7 +119,7 @@ def start_service(settings: Settings, access: MetastoreAccess, port: int) -> Met
         "-p",
         str(port),
     ]
-    log = layout.metastore_log(state)
+    log = state_layout.metastore_log(state)
     with open(log, "ab") as out:
         process = subprocess.Popen(
             command,
@@ -239,7 +239,7 @@ def run_metastore(settings: Settings, port: int, say: Say = progress.say) -> Non
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with serve_metastore(settings, port, say) as service:
-            what = "Derby in " + str(layout.metastore_dir(settings.lake.state_dir))
+            what = "Derby in " + str(state_layout.metastore_dir(settings.lake.state_dir))
             if settings.catalog.jdbc_url:
                 what = settings.catalog.jdbc_url.split("?", 1)[0]
             say(f"metastore service at thrift://0.0.0.0:{port} over {what}; stop with Ctrl-C")

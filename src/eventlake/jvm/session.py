@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from eventlake import layout, progress
+from eventlake import progress, state_layout
 from eventlake.config import CatalogKind, Settings
 from eventlake.errors import DependencyError
 from eventlake.jvm.connectors import connector_jars, s3a_properties
@@ -129,7 +129,7 @@ def spark_conf(
         _java_property(name, value)
         for name, value in (
             ("derby.system.home", state),
-            ("derby.stream.error.file", layout.derby_log(state)),
+            ("derby.stream.error.file", state_layout.derby_log(state)),
             ("log4j2.configurationFile", log4j_config()),
         )
     )
@@ -140,7 +140,7 @@ def spark_conf(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.catalogImplementation": "in-memory" if access is None else "hive",
-        "spark.sql.warehouse.dir": str(layout.warehouse_dir(state)),
+        "spark.sql.warehouse.dir": str(state_layout.warehouse_dir(state)),
         "spark.driver.extraJavaOptions": java_options,
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
@@ -196,7 +196,7 @@ def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = pr
 
     state = settings.lake.state_dir
     state.mkdir(parents=True, exist_ok=True)
-    layout.log_dir(state).mkdir(parents=True, exist_ok=True)
+    state_layout.log_dir(state).mkdir(parents=True, exist_ok=True)
     access = None if settings.catalog.kind == CatalogKind.GLUE else client_access(settings, say)
     if access is not None and access.mode == "service":
         say(f"using the project's {access.description}")

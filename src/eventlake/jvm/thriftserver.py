@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eventlake import layout, progress
+from eventlake import progress, state_layout
 from eventlake.config import CatalogKind, Settings, client_host
 from eventlake.errors import UsageError
 from eventlake.jvm.java import port_open, pyspark_home
@@ -110,7 +110,7 @@ def run_thrift_server(settings: Settings, host: str, port: int, say: Say = progr
         with SharedMetastore(settings, say) as metastore:
             metastore.ensure()
             access = client_access(settings, say)
-            layout.log_dir(settings.lake.state_dir).mkdir(parents=True, exist_ok=True)
+            state_layout.log_dir(settings.lake.state_dir).mkdir(parents=True, exist_ok=True)
             env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"), "TZ": "UTC"}
             env.setdefault("PYSPARK_PYTHON", sys.executable)
             say(f"starting the Thrift server on {host}:{port} over the {access.description} ...")
@@ -218,26 +218,26 @@ def start_in_session(
 def write_sql_service(state: Path, host: str, port: int, pid: int, kind: str, app_id: str = "") -> Path:
     """Record that process ``pid`` (kind ``engine`` or ``thrift``) serves HiveServer2 on
     ``host:port``; records of processes that are gone are removed on the way."""
-    folder = layout.sql_service_dir(state)
+    folder = state_layout.sql_service_dir(state)
     folder.mkdir(parents=True, exist_ok=True)
     for record in folder.glob("*.json"):
         info = _read_record(record)
         if info is None or not _pid_alive(int(info["pid"])):
             record.unlink(missing_ok=True)
-    path = layout.sql_service_file(state, pid)
+    path = state_layout.sql_service_file(state, pid)
     info = {"host": host, "port": port, "pid": pid, "kind": kind, "app_id": app_id, "started": time.time()}
     write_atomic(path, json.dumps(info).encode())
     return path
 
 
 def remove_sql_service(state: Path, pid: int) -> None:
-    layout.sql_service_file(state, pid).unlink(missing_ok=True)
+    state_layout.sql_service_file(state, pid).unlink(missing_ok=True)
 
 
 def running_sql_service(state: Path) -> dict[str, Any] | None:
     """The most recently started SQL service of the project that is live (its process runs and
     its port accepts connections), or None."""
-    folder = layout.sql_service_dir(state)
+    folder = state_layout.sql_service_dir(state)
     if not folder.is_dir():
         return None
     records = [info for path in folder.glob("*.json") if (info := _read_record(path)) is not None]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from eventlake import layout, progress
+from eventlake import progress, state_layout
 from eventlake.config import Settings
 from eventlake.jvm.metastore.derby import acquire_embedded, derby_properties
 from eventlake.jvm.metastore.jdbc import PASSWORD_PROPERTY, jdbc_driver, jdbc_properties, redact
@@ -56,7 +56,7 @@ def private_conf_dir(state: Path, access: MetastoreAccess) -> Path | None:
     path (Spark loads hive-site.xml from there), or None when there is no secret."""
     if not access.secrets:
         return None
-    folder = layout.metastore_client_conf_dir(state)
+    folder = state_layout.metastore_client_conf_dir(state)
     write_private(folder / "hive-site.xml", hive_site(access.secrets))
     return folder
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from eventlake import layout, progress
+from eventlake import progress, state_layout
 from eventlake.flock import LockFile
 from eventlake.jvm.java import port_open
 from eventlake.progress import Say
@@ -25,7 +25,7 @@ POLL_SECONDS = 0.5
 def derby_properties(state: Path) -> dict[str, str]:
     return {
         "javax.jdo.option.ConnectionURL": (
-            f"jdbc:derby:;databaseName={layout.metastore_dir(state)};create=true"
+            f"jdbc:derby:;databaseName={state_layout.metastore_dir(state)};create=true"
         ),
         "hive.metastore.schema.verification": "false",
         "hive.metastore.disallow.incompatible.col.type.changes": "false",  # see jdbc.jdbc_properties
@@ -40,7 +40,7 @@ _embedded_locks: dict[Path, LockFile] = {}
 def running_service(state: Path) -> dict[str, Any] | None:
     """The project's metastore service, if one is running and accepts connections."""
     try:
-        info: dict[str, Any] = json.loads(layout.metastore_service_file(state).read_text())
+        info: dict[str, Any] = json.loads(state_layout.metastore_service_file(state).read_text())
         port, pid = int(info["port"]), int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -59,7 +59,7 @@ def _lock_or_service(state: Path, say: Say, waiting: str) -> tuple[str | None, L
     """The URI of the project's service when one runs (nothing locked), else the embedded Derby's
     lock, held. Waits while another process has Derby open (saying ``waiting`` once, ``{holder}``:
     its pid), and switches to a service that starts meanwhile."""
-    lock = LockFile(layout.metastore_lock_file(state))
+    lock = LockFile(state_layout.metastore_lock_file(state))
     told = False
     try:
         while True:
@@ -106,14 +106,14 @@ def embedded_lock(state: Path, say: Say = progress.say) -> Iterator[str | None]:
 
 
 def write_service_file(state: Path, info: dict[str, Any]) -> None:
-    path = layout.metastore_service_file(state)
+    path = state_layout.metastore_service_file(state)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(info).encode())
 
 
 def remove_service_file(state: Path, pid: int) -> None:
     """Remove the service file if it still names the service ``pid``."""
-    path = layout.metastore_service_file(state)
+    path = state_layout.metastore_service_file(state)
     try:
         if int(json.loads(path.read_text())["pid"]) == pid:
             path.unlink()

@@ -7,7 +7,7 @@ import hashlib
 import os
 import subprocess
 
-from eventlake import layout, progress
+from eventlake import progress, state_layout
 from eventlake.config import Settings
 from eventlake.errors import EventLakeError, PermissionsError
 from eventlake.flock import exclusive
@@ -25,11 +25,11 @@ def ensure_schema(settings: Settings, say: Say = progress.say) -> None:
     catalog = settings.catalog
     state = settings.lake.state_dir
     digest = hashlib.sha256(f"{catalog.jdbc_url}\n{catalog.user}".encode()).hexdigest()[:16]
-    marker = layout.metastore_schema_marker(state, digest)
+    marker = state_layout.metastore_schema_marker(state, digest)
     if marker.exists():
         return
     marker.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(layout.metastore_schema_lock_file(state)):
+    with exclusive(state_layout.metastore_schema_lock_file(state)):
         if marker.exists():
             return
         say(f"creating the metastore schema in {redact(catalog.jdbc_url)} (first use) ...")
@@ -45,9 +45,9 @@ def ensure_schema(settings: Settings, say: Say = progress.say) -> None:
 
 def run_schema_tool(settings: Settings, properties: dict[str, str], driver_jar: str) -> None:
     state = settings.lake.state_dir
-    folder = layout.metastore_state_dir(state)
+    folder = state_layout.metastore_state_dir(state)
     # has the password: owner-only
-    props = layout.metastore_temp_file(state, "schematool", os.getpid(), ".properties")
+    props = state_layout.metastore_temp_file(state, "schematool", os.getpid(), ".properties")
     fd = os.open(props, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         for key in (
@@ -100,10 +100,10 @@ CREATE TABLE IF NOT EXISTS COMPLETED_COMPACTIONS (CC_ID bigint PRIMARY KEY, CC_D
 def run_sql(settings: Settings, properties: dict[str, str], driver_jar: str, script: str) -> None:
     """Run SQL statements on the metastore database with the wheel's BeeLine as a JDBC client."""
     state = settings.lake.state_dir
-    folder = layout.metastore_state_dir(state)
-    sql_file = layout.metastore_temp_file(state, "schema", os.getpid(), ".sql")
+    folder = state_layout.metastore_state_dir(state)
+    sql_file = state_layout.metastore_temp_file(state, "schema", os.getpid(), ".sql")
     sql_file.write_text(script)
-    password_file = layout.metastore_temp_file(state, "schema", os.getpid(), ".pw")
+    password_file = state_layout.metastore_temp_file(state, "schema", os.getpid(), ".pw")
     fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(properties["javax.jdo.option.ConnectionPassword"])

@@ -89,7 +89,7 @@ def seen(
     received at or after ``since`` (and before ``until``): of a key file its filter's blocks of
     their keys and the buckets of those it passes, a Parquet file (of a lake written before key
     files) whole. ``filters``: the local folder of the filters' copies on an object store
-    (:func:`eventlake.layout.dedupe_filter_dir`; copies of files not in ``files`` are dropped)."""
+    (:func:`eventlake.state_layout.dedupe_filter_dir`; copies of files not in ``files`` are dropped)."""
     since, until = as_utc(since), as_utc(until) if until is not None else None
     floor, ceiling = _micros(since), _micros(until) if until is not None else None
     records = keys(message_ids)

@@ -179,7 +179,7 @@ class KeyFile:
         """Which of ``wanted`` (records) the filter passes (all of them when the file has none).
 
         On a local disk the filter is mapped. On an object store it is read from its copy in the
-        folder ``filters`` (:func:`eventlake.layout.dedupe_filter_dir`; fetched whole the first time,
+        folder ``filters`` (:func:`eventlake.state_layout.dedupe_filter_dir`; fetched whole the first time,
         a key file never changes); without that folder, a filter of at most
         :data:`FILTER_READ_BYTES` is read whole and a bigger one is not used (ranged reads of
         64-byte blocks scattered over hundreds of MB would cost more than the buckets)."""

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import read_schema_files, write_schema_file
 from eventlake.catalog.views import database_views
@@ -156,7 +156,7 @@ def plan_adoption(
     ``tracks_``; default: what the catalog's track tables show, else ``track_``)."""
     lake, database = settings.lake.root, settings.database_name(source)
     state = SyncState(storage, lake, source.id)
-    progress = Progress.read(storage, layout.adoption_file(lake, source.id))
+    progress = Progress.read(storage, state_layout.adoption_file(lake, source.id))
     folders = _folders(storage, lake, source, progress.registered)
     locations = catalog.table_locations(database)
     schemas = catalog.table_schemas(database)
@@ -361,7 +361,7 @@ def adopt(
     state = SyncState(storage, lake, source.id)
     check()
     state.write_table_names(plan.names)  # first: a sync after a crash already writes SDL's tables
-    progress_file = layout.adoption_file(lake, source.id)
+    progress_file = state_layout.adoption_file(lake, source.id)
     progress = Progress.read(storage, progress_file)
     keys = layout.partition_columns(source.date_partition)
     run_id = new_run_id(now_utc())  # names the dedupe index's folder of this adoption (as a sync's)
@@ -418,7 +418,7 @@ def _seed(
         return 0
     message_ids = pa.concat_arrays(ids)
     times = pa.concat_arrays([r.cast(pa.timestamp("us", tz="UTC")) for r in received])
-    path = layout.dedupe_index_dir(lake, source_id) / layout.run_folder(run_id)
+    path = state_layout.dedupe_index_dir(lake, source_id) / layout.run_folder(run_id)
     with storage.open_write(path / layout.index_file_name(run_id, number, "adopt-")) as handle:
         write_keys(handle, records_of(message_ids, times))
     return len(message_ids)

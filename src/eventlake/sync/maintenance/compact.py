@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import source_tables
 from eventlake.config import Settings, SourceSettings
@@ -163,7 +163,9 @@ class SourceCompaction:
     def run(self, cutoff: datetime) -> CompactResult:
         """The compaction, once the source is held and its interrupted runs completed."""
         tables = tuple(self.table(spec, cutoff) for spec in self.tables())
-        index = merge_index(self.storage, layout.dedupe_index_dir(self.lake, self.source.id), self.hold.check)
+        index = merge_index(
+            self.storage, state_layout.dedupe_index_dir(self.lake, self.source.id), self.hold.check
+        )
         merged = index[0] != index[1]
         if merged:
             self.say(f"dedupe index: {index[0]} files -> {index[1]}")

@@ -52,7 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.archive import (
     ArchiveFile,
     DamagedArchiveFileError,
@@ -308,7 +308,7 @@ def _erase_source(
     def before() -> None:
         SuppressionList(storage, settings.lake.root, source.id).add([user_id])
         earlier = pending_identity(
-            storage, layout.deletion_pending_file(settings.lake.root, source.id, _key(user_id))
+            storage, state_layout.deletion_pending_file(settings.lake.root, source.id, _key(user_id))
         )
         scanned.append(scan_archive(storage, settings.lake.root, source.id, user_id, earlier))
 
@@ -345,7 +345,7 @@ class SourceErasure:
         """The deletion, once the source is held and its interrupted runs completed; ``scan``: the
         archive as read before the lock (:func:`scan_archive`)."""
         clock = RunClock.start()
-        pending = layout.deletion_pending_file(self.lake, self.source.id, _key(result.user_id))
+        pending = state_layout.deletion_pending_file(self.lake, self.source.id, _key(result.user_id))
         identity = self.identity(result.user_id, scan, pending)
         result.linked_anonymous_ids = len(identity.anonymous_ids)
         # the run id names its audit record
@@ -357,7 +357,7 @@ class SourceErasure:
         changed = result.archive_files_rewritten or result.table_files_rewritten
         result.status = Status.SUCCESS if changed else Status.NOTHING
         audit = audit_record(result, self.source.id, requested_by, clock)
-        path = layout.deletion_audit_file(self.lake, self.source.id, result.run_id)
+        path = state_layout.deletion_audit_file(self.lake, self.source.id, result.run_id)
         self.check()
         self.storage.write(path, orjson.dumps(audit, option=orjson.OPT_INDENT_2))
         self.storage.delete(pending)

@@ -20,7 +20,7 @@ from datetime import datetime
 
 import orjson
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.storage import Location, Storage
 from eventlake.sync.protocol.report import SyncResult
 from eventlake.sync.protocol.status import Status
@@ -76,14 +76,15 @@ def read_health(storage: Storage, lake: Location, source_id: str) -> SyncHealth:
     """The source's health (healthy when it has no file yet); ``ValueError`` when the file is
     damaged or of a newer format."""
     try:
-        document = orjson.loads(storage.read(layout.sync_health_file(lake, source_id)))
+        document = orjson.loads(storage.read(state_layout.sync_health_file(lake, source_id)))
     except FileNotFoundError:
         return SyncHealth()
     except orjson.JSONDecodeError as exc:
-        raise ValueError(f"{layout.sync_health_file(lake, source_id)}: not JSON ({exc})") from None
+        raise ValueError(f"{state_layout.sync_health_file(lake, source_id)}: not JSON ({exc})") from None
     if document.get("format") != FORMAT:
         raise ValueError(
-            f"{layout.sync_health_file(lake, source_id)}: format {document.get('format')!r}, this eventlake "
+            f"{state_layout.sync_health_file(lake, source_id)}: format {document.get('format')!r}, "
+            "this eventlake "
             f"reads format {FORMAT}: upgrade eventlake"
         )
     return SyncHealth(
@@ -103,7 +104,7 @@ def write_health(storage: Storage, lake: Location, source_id: str, health: SyncH
         "last_failure": format_timestamp(health.last_failure) if health.last_failure else None,
     }
     storage.write(
-        layout.sync_health_file(lake, source_id), orjson.dumps(document, option=orjson.OPT_INDENT_2)
+        state_layout.sync_health_file(lake, source_id), orjson.dumps(document, option=orjson.OPT_INDENT_2)
     )
 
 

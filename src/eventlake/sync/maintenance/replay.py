@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.archive import ArchiveFile, DamagedArchiveFileError, list_archive_files
 from eventlake.archive.days import list_archive_days
 from eventlake.catalog import Catalog, TableSpec
@@ -245,7 +245,7 @@ def refuse_adopted(
     replay rebuilds a partition from eventlake's archive, which does not hold the messages SDL
     synced, so replacing it would lose them."""
     keys = layout.partition_columns(source.date_partition)
-    adopted = Progress.read(storage, layout.adoption_file(lake, source.id)).registered
+    adopted = Progress.read(storage, state_layout.adoption_file(lake, source.id)).registered
     hit = sorted(
         period
         for folder, partitions in adopted.items()

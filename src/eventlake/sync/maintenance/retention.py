@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.archive import ArchiveFile, list_archive_files
 from eventlake.archive.days import expire_days_through
 from eventlake.catalog import Catalog, TableSpec
@@ -181,14 +181,14 @@ class SourceRetention:
             for f in files:
                 self.storage.delete(f.path)
             if len(files) == sum(1 for f in old if f.day_ms == day_ms):  # the whole day went
-                self.storage.delete(layout.closed_day_file(self.lake, self.source.id, day_ms))
+                self.storage.delete(state_layout.closed_day_file(self.lake, self.source.id, day_ms))
             self.say(f"archive {day}: {len(files)} files deleted")
 
     def dedupe_index(self, cutoff: datetime, result: RetentionResult) -> None:
         """Delete the dedupe index's files that no sync or replay of the archive kept after
         ``cutoff`` can need (see the module's docstring), a UTC day of runs at a time."""
         before = index_expired_before(cutoff, self.source.dedupe_window_days)
-        index = layout.dedupe_index_dir(self.lake, self.source.id)
+        index = state_layout.dedupe_index_dir(self.lake, self.source.id)
         for day, infos in sorted(index_days_before(self.storage, index, before).items()):
             result.expired.append(
                 Expired(self.source.slug, "dedupe", day, len(infos), sum(i.size for i in infos))

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.catalog import Catalog, TableSpec, load_catalog
 from eventlake.catalog.schema_file import read_schema_file, source_tables
 from eventlake.config import Settings, SourceSettings
@@ -88,7 +88,7 @@ def _retype(
     if column not in types:
         raise UsageError(f"{qualified} has no column {column!r} (columns: {', '.join(types)})")
     old = types[column]
-    described = read_schema_file(storage, layout.schema_file(lake, database, table), lake)
+    described = read_schema_file(storage, state_layout.schema_file(lake, database, table), lake)
     spec = replace(described, columns=tuple((n, kind if n == column else t) for n, t in columns))
     stage = RunStage(lake, source.id, source.dir_name, new_run_id(now_utc(), "retype-"), spec.partition_keys)
     staged, rewrites, rewritten, rejected = _stage_rewrites(storage, stage, spec, table, column, kind)

@@ -24,7 +24,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.archive import ArchiveFile, SuppressionList
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.config import Settings, SourceSettings
@@ -366,9 +366,10 @@ class SparkStager:
         blocked_users = totals.get((False, True), (0, None))[0]
         valid_rows = parsed.filter(F.col("ok")).drop("ok", "reason", "raw", "types")
         drop = dedupe(
-            self.spark, valid_rows, first_received, layout.dedupe_index_dir(run.lake, run.source.id),
+            self.spark, valid_rows, first_received, state_layout.dedupe_index_dir(run.lake, run.source.id),
             run.source.dedupe_window_days, run.storage, until=run.selection.until(),
-            messages=valid, filters=layout.dedupe_filter_dir(run.settings.lake.state_dir, run.source.id),
+            messages=valid,
+            filters=state_layout.dedupe_filter_dir(run.settings.lake.state_dir, run.source.id),
         ).toArrow()  # fmt: skip
         deduped = (  # (the positions as a local relation: broadcast without a Spark job)
             valid_rows.join(F.broadcast(self.spark.createDataFrame(drop)), "position", "left_anti")

@@ -29,7 +29,7 @@ from datetime import datetime
 
 import orjson
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.archive import ArchiveFile
 from eventlake.archive.days import list_archive_days
 from eventlake.storage import Location, Storage
@@ -60,12 +60,12 @@ class DamagedFile:
 def read_damaged(storage: Storage, lake: Location, source_id: str) -> dict[str, DamagedFile]:
     """The source's damaged files by key (none when it has no such file)."""
     try:
-        document = orjson.loads(storage.read(layout.damaged_files_file(lake, source_id)))
+        document = orjson.loads(storage.read(state_layout.damaged_files_file(lake, source_id)))
     except FileNotFoundError:
         return {}
     if document.get("format") != FORMAT:
         raise ValueError(
-            f"{layout.damaged_files_file(lake, source_id)}: format {document.get('format')!r}, this "
+            f"{state_layout.damaged_files_file(lake, source_id)}: format {document.get('format')!r}, this "
             f"eventlake reads format {FORMAT}: upgrade eventlake"
         )
     return {
@@ -87,7 +87,7 @@ def _write(storage: Storage, lake: Location, source_id: str, files: dict[str, Da
         },
     }
     storage.write(
-        layout.damaged_files_file(lake, source_id), orjson.dumps(document, option=orjson.OPT_INDENT_2)
+        state_layout.damaged_files_file(lake, source_id), orjson.dumps(document, option=orjson.OPT_INDENT_2)
     )
 
 
@@ -110,7 +110,7 @@ def ask_retry(storage: Storage, lake: Location, source_id: str, now: datetime | 
     damaged = read_damaged(storage, lake, source_id)
     if damaged:
         document = {"asked": format_timestamp(now or now_utc())}
-        storage.write(layout.damaged_retry_file(lake, source_id), orjson.dumps(document))
+        storage.write(state_layout.damaged_retry_file(lake, source_id), orjson.dumps(document))
     return len(damaged)
 
 
@@ -123,7 +123,7 @@ def retry_files(storage: Storage, lake: Location, source_id: str) -> tuple[list[
         return [], []
     try:
         asked = parse_timestamp(
-            orjson.loads(storage.read(layout.damaged_retry_file(lake, source_id)))["asked"]
+            orjson.loads(storage.read(state_layout.damaged_retry_file(lake, source_id)))["asked"]
         )
     except FileNotFoundError:
         return [], []

@@ -33,7 +33,7 @@ from typing import TypeVar
 
 import orjson
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.archive import ArchiveFile, list_archive_files
 from eventlake.archive.day_state import (
     day_of,
@@ -102,8 +102,8 @@ class Ledger:
 
     def __init__(self, storage: Storage, lake: Location, source_id: str) -> None:
         self.storage, self.lake, self.source_id = storage, lake, source_id
-        self.runs_dir = layout.state_dir(lake, "ledger", source_id)
-        self.checkpoint_file = layout.ledger_checkpoint_file(lake, source_id)
+        self.runs_dir = state_layout.state_dir(lake, "ledger", source_id)
+        self.checkpoint_file = state_layout.ledger_checkpoint_file(lake, source_id)
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -150,7 +150,7 @@ class Ledger:
         """The file names a closed day's file records (empty when the day had none)."""
         try:
             return set(
-                orjson.loads(self.storage.read(layout.closed_day_file(self.lake, self.source_id, day)))
+                orjson.loads(self.storage.read(state_layout.closed_day_file(self.lake, self.source_id, day)))
             )
         except FileNotFoundError:
             return set()
@@ -160,7 +160,9 @@ class Ledger:
         day's file, for tools and tests, not for a sync)."""
         view = self.read()
         if days is None:
-            closed = self.storage.list(layout.state_dir(self.lake, "ledger-days", self.source_id), "*.json")
+            closed = self.storage.list(
+                state_layout.state_dir(self.lake, "ledger-days", self.source_id), "*.json"
+            )
             wanted = {int(info.path.name.removesuffix(".json")) for info in closed} | set(view.synced)
         else:
             wanted = set(days)
@@ -191,7 +193,7 @@ class Ledger:
         """A run's entry: the archive files (keys) it brought into the lake."""
         document = {"run_id": run_id, "files": sorted(files)}
         self.storage.write(
-            layout.ledger_file(self.lake, self.source_id, run_id),
+            state_layout.ledger_file(self.lake, self.source_id, run_id),
             orjson.dumps(document, option=orjson.OPT_INDENT_2),
         )
 
@@ -226,7 +228,7 @@ class Ledger:
         for day in sorted(set(newly) | set(refold)):
             names = set(listed.get(day, ())) | scan.synced.get(day, set()) | scan.closed_names.get(day, set())
             self.storage.write(
-                layout.closed_day_file(self.lake, self.source_id, day), orjson.dumps(sorted(names))
+                state_layout.closed_day_file(self.lake, self.source_id, day), orjson.dumps(sorted(names))
             )
         kept = {
             day: sorted(names) for day, names in view.synced.items()

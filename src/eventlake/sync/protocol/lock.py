@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.errors import EventLakeError
 from eventlake.flock import exclusive
 from eventlake.storage import Location, Storage
@@ -38,14 +38,14 @@ def source_lock(
         f"source {source_slug!r} is busy: another process holds its lock (a sync, replay, compaction, "
         "retention, schema set-type or users delete); retry later or drop --no-wait"
     )
-    local = storage.local_path(layout.sync_lock_file(lake, source_id))
+    local = storage.local_path(state_layout.sync_lock_file(lake, source_id))
     if local is not None:
         with exclusive(local, wait=wait, say=say, waiting=waiting, claim=True) as held:
             if held is None:
                 raise SyncBusyError(busy)
             yield None
         return
-    lease = Lease(storage, layout.sync_lease_dir(lake, source_id), lease_seconds)
+    lease = Lease(storage, state_layout.sync_lease_dir(lake, source_id), lease_seconds)
     if not lease.acquire(wait, lambda holder: say(f"{waiting} (held by {_holder(holder)})")):
         raise SyncBusyError(busy)
     try:

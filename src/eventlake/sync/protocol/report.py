@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.catalog import TableSpec
 from eventlake.errors import EventLakeError
 from eventlake.storage import Location, Storage, relative_to
@@ -343,7 +343,7 @@ def first_report_day(storage: Storage, lake: Location) -> str | None:
     """The oldest UTC day holding reports, from the reports' index; None when the lake has none
     (no report yet, or reports written before the index existed)."""
     try:
-        return str(orjson.loads(storage.read(layout.reports_index_file(lake)))["first_day"])
+        return str(orjson.loads(storage.read(state_layout.reports_index_file(lake)))["first_day"])
     except FileNotFoundError:
         return None
     except (orjson.JSONDecodeError, KeyError, TypeError):
@@ -359,7 +359,7 @@ def note_report_day(storage: Storage, lake: Location, day: str) -> None:
     if first is None:
         days = [layout.report_day(path, lake) for path in report_files(storage, lake)]
         first = min([*days, day])
-    storage.write(layout.reports_index_file(lake), orjson.dumps({"first_day": min(first, day)}))
+    storage.write(state_layout.reports_index_file(lake), orjson.dumps({"first_day": min(first, day)}))
 
 
 def report_files_by_day(

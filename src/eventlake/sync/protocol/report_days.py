@@ -48,7 +48,7 @@ from datetime import date, datetime, timedelta
 
 import orjson
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.catalog import Catalog
 from eventlake.progress import Say
 from eventlake.storage import Location, Storage
@@ -87,7 +87,7 @@ def checkpoint_reports(
             days.append(day.isoformat())
             day += timedelta(days=1)
         merged = _merge(storage, lake, catalog, state, source_id, days, hold, now)
-    storage.write(layout.report_days_file(lake, source_id), orjson.dumps({"merged_through": yesterday}))
+    storage.write(state_layout.report_days_file(lake, source_id), orjson.dumps({"merged_through": yesterday}))
     if merged:
         say(f"reports of {merged} finished days merged into a file each")
     return merged
@@ -96,7 +96,9 @@ def checkpoint_reports(
 def merged_through(storage: Storage, lake: Location, source_id: str) -> str | None:
     """The last day whose reports the source merged; None before its first merge (not upgraded)."""
     try:
-        return str(orjson.loads(storage.read(layout.report_days_file(lake, source_id)))["merged_through"])
+        return str(
+            orjson.loads(storage.read(state_layout.report_days_file(lake, source_id)))["merged_through"]
+        )
     except FileNotFoundError:
         return None
     except (orjson.JSONDecodeError, KeyError, TypeError):

@@ -46,7 +46,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eventlake import layout, partitions
+from eventlake import layout, partitions, state_layout
 from eventlake.catalog import Catalog, TableSpec
 from eventlake.errors import EventLakeError
 from eventlake.progress import Say
@@ -319,7 +319,7 @@ def retire(
     ordered = sorted(set(files) - set(markers)) + sorted(set(markers))  # markers last
     document = {"retired_at": format_timestamp(now_utc()), "files": ordered, "folders": []}
     storage.write(
-        layout.retired_file(lake, source_id, run_id), orjson.dumps(document, option=orjson.OPT_INDENT_2)
+        state_layout.retired_file(lake, source_id, run_id), orjson.dumps(document, option=orjson.OPT_INDENT_2)
     )
 
 
@@ -330,7 +330,7 @@ def drop_retired(
     started before the switch still reads them), then their records. Returns the records done."""
     now = now or now_utc()
     done = 0
-    for info in storage.list(layout.retired_dir(lake, source_id), "*.json"):
+    for info in storage.list(state_layout.retired_dir(lake, source_id), "*.json"):
         document = orjson.loads(storage.read(info.path))
         retired_at = parse_timestamp(document["retired_at"])
         if retired_at is None or retired_at + grace > now:  # unreadable: keep the files

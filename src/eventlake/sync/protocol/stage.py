@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 
-from eventlake import layout
+from eventlake import layout, state_layout
 from eventlake.schema.table_names import TableNames
 from eventlake.storage import Location, Storage
 
@@ -118,7 +118,7 @@ class RunStage:
             return layout.table_dir(self.lake, self.source_dir, folder) / self._relative(file)
         if file.kind == DEDUPE:
             return (
-                layout.dedupe_index_dir(self.lake, self.source_id)
+                state_layout.dedupe_index_dir(self.lake, self.source_id)
                 / layout.run_folder(self.run_id)
                 / file.name
             )

@@ -6,7 +6,7 @@ at any instant leaves either the old or the new state, never half of one.
 
 from __future__ import annotations
 
-from eventlake import layout
+from eventlake import state_layout
 from eventlake.schema.table_names import TableNames
 from eventlake.storage import Location, Storage
 from eventlake.sync.protocol.ledger import Ledger
@@ -19,7 +19,7 @@ class SyncState:
     def __init__(self, storage: Storage, lake: Location, source_id: str) -> None:
         self.storage, self.lake, self.source_id = storage, lake, source_id
         self.ledger = Ledger(storage, lake, source_id)
-        self.pending_dir = layout.state_dir(lake, "pending", source_id)
+        self.pending_dir = state_layout.state_dir(lake, "pending", source_id)
 
     def synced_files(self) -> set[str]:
         """Every synced archive file's key (reads every closed day: for tools and tests)."""
@@ -31,13 +31,13 @@ class SyncState:
     def table_names(self, table_prefix: str) -> TableNames:
         """Where the source's segment types live: the names an adoption recorded, else eventlake's
         (``table_prefix`` + segment type, folder = segment type)."""
-        path = layout.table_names_file(self.lake, self.source_id)
+        path = state_layout.table_names_file(self.lake, self.source_id)
         if not self.storage.exists(path):
             return TableNames(table_prefix)
         return TableNames.from_json(self.storage.read(path))
 
     def write_table_names(self, names: TableNames) -> None:
-        self.storage.write(layout.table_names_file(self.lake, self.source_id), names.to_json())
+        self.storage.write(state_layout.table_names_file(self.lake, self.source_id), names.to_json())
 
     def pending(self) -> list[Manifest]:
         return [
@@ -47,8 +47,8 @@ class SyncState:
 
     def write_pending(self, manifest: Manifest) -> None:
         self.storage.write(
-            layout.pending_file(self.lake, self.source_id, manifest.run_id), manifest.to_json()
+            state_layout.pending_file(self.lake, self.source_id, manifest.run_id), manifest.to_json()
         )
 
     def drop_pending(self, run_id: str) -> None:
-        self.storage.delete(layout.pending_file(self.lake, self.source_id, run_id))
+        self.storage.delete(state_layout.pending_file(self.lake, self.source_id, run_id))
