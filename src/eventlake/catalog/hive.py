@@ -23,7 +23,7 @@ from pyspark.errors.exceptions.captured import convert_exception
 from pyspark.sql import SparkSession
 
 from eventlake.catalog.base import Catalog, Column, ListedTable, TableSpec
-from eventlake.catalog.hive_descriptor import describe_json_table, is_json_table
+from eventlake.catalog.hive_descriptor import describe_json_table, is_json_table, read_descriptor
 from eventlake.schema.warehouse import View, view_sql
 from eventlake.storage import hadoop_uri
 
@@ -190,6 +190,11 @@ class HiveCatalog(Catalog):
         external = self._jvm()["external"]
         external.alterTableDataSchema(database, table, schema)
         self.spark.catalog.refreshTable(f"{_ident(database)}.{_ident(table)}")
+
+    def hive_descriptor(self, database: str, table: str) -> dict[str, Any]:
+        """The table's descriptor as readers other than Spark see it (Trino, Athena, Hive), with its
+        partitions': see :func:`eventlake.catalog.hive_descriptor.read_descriptor`."""
+        return read_descriptor(self.spark, database, table)
 
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """Adds the partitions the table lacks, as ``ALTER TABLE ... ADD IF NOT EXISTS PARTITION``

@@ -147,3 +147,24 @@ def _set_spark_schema(spark: SparkSession, parameters: Any, columns: Sequence[Co
     parameters.put(f"{SCHEMA_PROPERTY}.numParts", str(len(parts)))
     for index, part in enumerate(parts):
         parameters.put(f"{SCHEMA_PROPERTY}.part.{index}", part)
+
+
+def read_descriptor(spark: SparkSession, database: str, table: str) -> dict[str, Any]:
+    """What readers that go by the metastore's descriptor (Trino, Athena, Hive) see of a table:
+    columns, formats, SerDe and location of the table and of each partition (by its values)."""
+    msc = metastore_client(spark)
+
+    def described(descriptor: Any) -> dict[str, Any]:
+        return {
+            "columns": _columns(descriptor),
+            "input_format": descriptor.getInputFormat(),
+            "serde": descriptor.getSerdeInfo().getSerializationLib(),
+            "location": descriptor.getLocation(),
+        }
+
+    found = described(msc.getTable(database, table).getSd())
+    partitions = msc.listPartitions(database, table, -1)
+    found["partitions"] = {
+        "/".join(p.getValues()): described(p.getSd()) for p in (partitions.get(i) for i in range(partitions.size()))
+    }
+    return found
