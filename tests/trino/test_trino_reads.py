@@ -14,7 +14,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from trino.exceptions import TrinoExternalError, TrinoUserError
+from trino.exceptions import TrinoExternalError
 
 from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.sync import run_sync

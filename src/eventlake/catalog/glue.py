@@ -48,6 +48,8 @@ TABLE_INPUT_FIELDS = (
     "Parameters",
     "TargetTable",
 )
+
+
 class GlueError(EventLakeError):
     """Glue answered with an error eventlake does not expect."""
 

@@ -48,9 +48,7 @@ def is_json_table(spark: SparkSession, database: str, table: str) -> bool:
     return bool(provider.isDefined() and provider.get().lower() == "json")
 
 
-def describe_json_table(
-    spark: SparkSession, database: str, table: str, added: Sequence[Column] = ()
-) -> bool:
+def describe_json_table(spark: SparkSession, database: str, table: str, added: Sequence[Column] = ()) -> bool:
     """Write the Hive descriptor of the JSON data source table ``database.table`` (and of each of its
     partitions) with Spark's columns and ``added`` after them, its location and the JSON text format;
     ``added`` also goes into Spark's schema. One metastore call when all is so already; returns
@@ -83,7 +81,9 @@ def describe_json_table(
     descriptor.setCols(fields)
     msc.alter_table(database, table, hive_table)
     partitions = msc.listPartitions(database, table, -1)
-    stale = [p for p in (partitions.get(i) for i in range(partitions.size())) if not _readable(p.getSd(), columns)]
+    stale = [
+        p for p in (partitions.get(i) for i in range(partitions.size())) if not _readable(p.getSd(), columns)
+    ]
     for start in range(0, len(stale), PARTITION_ALTER_BATCH):
         batch = jvm.java.util.ArrayList()
         for partition in stale[start : start + PARTITION_ALTER_BATCH]:
@@ -137,7 +137,9 @@ def _set_spark_schema(spark: SparkSession, parameters: Any, columns: Sequence[Co
     ddl = ", ".join("`" + name.replace("`", "``") + "` " + kind for name, kind in columns)
     text = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).json()
     for key in list(parameters.keySet().toArray()):
-        if key in (SCHEMA_PROPERTY, f"{SCHEMA_PROPERTY}.numParts") or key.startswith(f"{SCHEMA_PROPERTY}.part."):
+        if key in (SCHEMA_PROPERTY, f"{SCHEMA_PROPERTY}.numParts") or key.startswith(
+            f"{SCHEMA_PROPERTY}.part."
+        ):
             parameters.remove(key)
     threshold = int(spark.conf.get(SCHEMA_THRESHOLD_CONF, "4000") or 4000)
     if len(text) <= threshold:
@@ -165,6 +167,7 @@ def read_descriptor(spark: SparkSession, database: str, table: str) -> dict[str,
     found = described(msc.getTable(database, table).getSd())
     partitions = msc.listPartitions(database, table, -1)
     found["partitions"] = {
-        "/".join(p.getValues()): described(p.getSd()) for p in (partitions.get(i) for i in range(partitions.size()))
+        "/".join(p.getValues()): described(p.getSd())
+        for p in (partitions.get(i) for i in range(partitions.size()))
     }
     return found
