@@ -4,7 +4,9 @@ service URI (`eventlake metastore`), and against AWS Glue (moto), all on real se
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -221,3 +223,78 @@ def test_drop_table_and_database_keep_the_files(catalog: Catalog, database: str,
     catalog.drop_database(database)
     assert catalog.list_tables(database) == []
     assert marker.exists()  # external tables: the lake's files are never deleted by the catalog
+
+
+REPORT_COLUMNS = (
+    ("type", "string"),
+    ("start_time", "timestamp"),
+    ("row_count", "bigint"),
+    ("partitions", "array<map<string,string>>"),
+)
+JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"  # the SerDe Trino, Athena and Glue read JSON with
+TEXT_INPUT = "org.apache.hadoop.mapred.TextInputFormat"
+
+
+def _spark_sql(catalog: Catalog, statement: str) -> list[tuple]:
+    if isinstance(catalog, RemoteCatalog):
+        return catalog.sql(statement)
+    assert isinstance(catalog, HiveCatalog)
+    return [tuple(row) for row in catalog.spark.sql(statement).collect()]
+
+
+def _descriptor(catalog: Catalog, database: str, table: str) -> dict:
+    if isinstance(catalog, RemoteCatalog):
+        return catalog.call("hive_descriptor", database, table)
+    assert isinstance(catalog, HiveCatalog)
+    return json.loads(json.dumps(catalog.hive_descriptor(database, table)))  # as the worker answers
+
+
+@pytest.mark.parametrize("catalog", [p for p in BACK_ENDS if p.values[0] != "glue"], indirect=True)
+def test_a_json_table_is_described_for_readers_other_than_spark(
+    catalog: Catalog, database: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The sync reports table (JSON lines) is Spark's `USING json` table, which Spark stores with a
+    placeholder descriptor (`col array<string>`, SequenceFile) that Trino cannot read. A table left
+    so by an earlier version gets, from the next ensure_table (a sync, `catalog repair`), the
+    columns, location and JSON SerDe in its descriptor and its partitions' (as Glue has them);
+    added columns and new partitions follow, Spark still reads it, and no Hive error is logged."""
+    location = tmp_path / "lake" / "reports"
+    table = TableSpec(database, "sync_reports", REPORT_COLUMNS, ("source_id", "day"), str(location),
+                      format="json", partition_path="day={day}/source={source_id}")  # fmt: skip
+    first = location / "day=2026-11-19" / "source=s1" / "report-r1.json"
+    first.parent.mkdir(parents=True)
+    first.write_text('{"type": "source", "start_time": "2026-11-19T07:00:01.5Z", "row_count": 7}\n')
+    # the table as eventlake 0.4 created it: Spark's own DDL, a partition through the catalog
+    catalog.ensure_database(database)
+    _spark_sql(
+        catalog,
+        f"CREATE TABLE {database}.sync_reports (type string, start_time timestamp, row_count bigint,"
+        " partitions array<map<string,string>>, source_id string, day string) USING json"
+        f" PARTITIONED BY (source_id, day) LOCATION '{location}'",
+    )
+    catalog.add_partitions(table, [("s1", "2026-11-19")])
+    before = _descriptor(catalog, database, "sync_reports")
+    assert before["columns"] == [["col", "array<string>"]] and before["serde"] != JSON_SERDE
+
+    assert catalog.ensure_table(table) == ()
+    after = _descriptor(catalog, database, "sync_reports")
+    readable = {"columns": [list(c) for c in REPORT_COLUMNS], "input_format": TEXT_INPUT, "serde": JSON_SERDE}
+    assert {k: after[k] for k in readable} == readable
+    assert same_location(after["location"], str(location))
+    partition = after["partitions"]["s1/2026-11-19"]
+    assert {k: partition[k] for k in readable} == readable
+    assert same_location(partition["location"], str(first.parent))
+
+    wider = dataclasses.replace(table, columns=(*REPORT_COLUMNS, ("error", "string")))
+    assert catalog.ensure_table(wider) == (("error", "string"),)
+    assert catalog.table_columns(database, "sync_reports") == wider.columns
+    catalog.add_partitions(wider, [("s2", "2026-11-20")])
+    widened = {**readable, "columns": [list(c) for c in wider.columns]}
+    described = _descriptor(catalog, database, "sync_reports")
+    assert {k: described[k] for k in widened} == widened
+    for values, found in described["partitions"].items():
+        assert {k: found[k] for k in widened} == widened, values
+    rows = _spark_sql(catalog, f"SELECT type, row_count, error, source_id, day FROM {database}.sync_reports")
+    assert rows == [("source", 7, None, "s1", "2026-11-19")]
+    logged = catalog.log.read_text() if isinstance(catalog, RemoteCatalog) else capfd.readouterr().err
+    assert "Unable to get field from serde" not in logged and "JsonSerDe not found" not in logged

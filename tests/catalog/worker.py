@@ -117,6 +117,9 @@ class RemoteCatalog(Catalog):
     def create_table(self, spec: TableSpec) -> None:
         self.call("create_table", spec)
 
+    def ensure_table(self, spec: TableSpec) -> tuple[Column, ...]:
+        return tuple(tuple(c) for c in self.call("ensure_table", spec))  # the worker's, as the sync calls it
+
     def add_columns(self, database: str, table: str, columns: Sequence[Column]) -> None:
         self.call("add_columns", database, table, list(columns))
 

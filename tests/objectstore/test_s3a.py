@@ -26,6 +26,7 @@ import pytest
 from eventlake.config import add_source, load_settings, write_initial_config
 from eventlake.query import run_query
 from eventlake.query.spark_engine import NATIVE_READER
+from eventlake.schema.storage_formats import SERDES_WITH_METASTORE_SCHEMA
 from eventlake.sync import run_sync
 from tests.catalog.conftest import clean_env
 from tests.catalog.servers import MetastoreCommand, Moto, missing
@@ -45,7 +46,7 @@ PLAIN_SPARK = """
 import json, sys
 from pyspark.sql import SparkSession
 
-uri, jars, endpoint, warehouse = sys.argv[1:5]
+uri, jars, endpoint, warehouse, serdes = sys.argv[1:6]
 spark = (
     SparkSession.builder.master("local[1]").appName("not-eventlake")
     .config("spark.jars", jars)
@@ -54,6 +55,8 @@ spark = (
     .config("spark.hadoop.fs.s3a.path.style.access", "true")
     .config("spark.sql.warehouse.dir", warehouse)
     .config("spark.ui.enabled", "false")
+    # the reports table's JSON SerDe is not on Spark's class path: its columns from the metastore
+    .config("spark.hadoop.hive.serdes.using.metastore.for.schema", serdes)
     .enableHiveSupport()
     .getOrCreate()
 )
@@ -121,10 +124,11 @@ def test_a_plain_spark_reads_every_table_of_a_lake_in_a_bucket_through_the_metas
         assert synced.returncode == 0, synced.stderr
         plain = subprocess.run(
             [sys.executable, "-c", PLAIN_SPARK, service.uri, ",".join(s3a_jars), moto.endpoint,
-             str(tmp_path / "warehouse")],
+             str(tmp_path / "warehouse"), SERDES_WITH_METASTORE_SCHEMA],
             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
         )  # fmt: skip
         assert plain.returncode == 0, plain.stderr[-3000:]
+        assert "ERROR" not in plain.stderr, plain.stderr[-3000:]  # Hive logs a SerDe it cannot load
     finally:
         service.stop()
     counts = json.loads(plain.stdout.strip().splitlines()[-1])

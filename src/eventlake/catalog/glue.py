@@ -25,6 +25,7 @@ import orjson
 from eventlake.catalog.base import Catalog, Column, ListedTable, TableSpec
 from eventlake.config import CatalogSettings
 from eventlake.errors import ConfigError, DependencyError, EventLakeError, PermissionsError
+from eventlake.schema.storage_formats import FORMATS
 from eventlake.schema.warehouse import View, view_sql
 
 PARTITION_BATCH = 100  # BatchCreatePartition's limit
@@ -47,21 +48,6 @@ TABLE_INPUT_FIELDS = (
     "Parameters",
     "TargetTable",
 )
-FORMATS: dict[str, dict[str, Any]] = {
-    "parquet": {
-        "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-        "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-        "SerdeInfo": {
-            "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe",
-            "Parameters": {"serialization.format": "1"},
-        },
-    },
-    "json": {
-        "InputFormat": "org.apache.hadoop.mapred.TextInputFormat",
-        "OutputFormat": "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
-        "SerdeInfo": {"SerializationLibrary": "org.openx.data.jsonserde.JsonSerDe", "Parameters": {}},
-    },
-}
 
 
 class GlueError(EventLakeError):

@@ -23,6 +23,7 @@ from pyspark.errors.exceptions.captured import convert_exception
 from pyspark.sql import SparkSession
 
 from eventlake.catalog.base import Catalog, Column, ListedTable, TableSpec
+from eventlake.catalog.hive_descriptor import describe_json_table, is_json_table, read_descriptor
 from eventlake.schema.warehouse import View, view_sql
 from eventlake.storage import hadoop_uri
 
@@ -87,6 +88,9 @@ class HiveCatalog(Catalog):
         if key in self._ensured:
             return ()
         added = super().ensure_table(spec)
+        if spec.format == "json" and describe_json_table(self.spark, spec.database, spec.name):
+            # a table of an earlier version (Spark's placeholder descriptor), now readable by Trino
+            self._storage.pop((spec.database, spec.name), None)
         self._ensured.add(key)
         return added
 
@@ -156,6 +160,7 @@ class HiveCatalog(Catalog):
                 + (f"PARTITIONED BY ({keys}) " if keys else "")
                 + f"LOCATION {_literal(hadoop_uri(spec.location))}"
             )
+            describe_json_table(self.spark, spec.database, spec.name)  # for Trino, Athena, Hive
             return
         partitions = ", ".join(f"{_ident(k)} string" for k in spec.partition_keys)
         self.spark.sql(
@@ -166,7 +171,10 @@ class HiveCatalog(Catalog):
         )
 
     def add_columns(self, database: str, table: str, columns: Sequence[Column]) -> None:
-        if columns:
+        if columns and is_json_table(self.spark, database, table):  # Spark's ALTER would load the SerDe
+            self._forget(database, table)
+            describe_json_table(self.spark, database, table, columns)
+        elif columns:
             self.spark.sql(
                 f"ALTER TABLE {_ident(database)}.{_ident(table)} ADD COLUMNS ({_columns_ddl(columns)})"
             )
@@ -182,6 +190,11 @@ class HiveCatalog(Catalog):
         external = self._jvm()["external"]
         external.alterTableDataSchema(database, table, schema)
         self.spark.catalog.refreshTable(f"{_ident(database)}.{_ident(table)}")
+
+    def hive_descriptor(self, database: str, table: str) -> dict[str, Any]:
+        """The table's descriptor as readers other than Spark see it (Trino, Athena, Hive), with its
+        partitions': see :func:`eventlake.catalog.hive_descriptor.read_descriptor`."""
+        return read_descriptor(self.spark, database, table)
 
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """Adds the partitions the table lacks, as ``ALTER TABLE ... ADD IF NOT EXISTS PARTITION``

@@ -27,6 +27,7 @@ from eventlake.jvm.connectors import connector_jars, s3a_properties
 from eventlake.jvm.java import JAVA_HINT, java_executable
 from eventlake.jvm.metastore.access import MetastoreAccess, client_access, private_conf_dir
 from eventlake.progress import Say
+from eventlake.schema.storage_formats import SCHEMA_FROM_METASTORE_PROPERTY, SERDES_WITH_METASTORE_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -158,6 +159,8 @@ def spark_conf(
     if access is not None:
         for key, value in access.properties.items():
             conf[f"spark.hadoop.{key}"] = value
+        # the reports table's JSON SerDe is not on Spark's class path: its columns are the metastore's
+        conf[f"spark.hadoop.{SCHEMA_FROM_METASTORE_PROPERTY}"] = SERDES_WITH_METASTORE_SCHEMA
     user_conf = dict(settings.spark.conf)
     classpath = list(access.classpath) if access else []
     private = private_conf_dir(state, access) if access else None
