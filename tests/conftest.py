@@ -45,6 +45,11 @@ os.environ.update(
     }
 )
 
+# the Spark drivers' class-data archive (eventlake.jvm.class_archive) in the project's cache, made
+# by the first session on this machine: the tests' session and every `eventlake` subprocess map it
+CLASS_ARCHIVE_DIR = Path(__file__).resolve().parents[1] / ".cache" / "jvm"
+os.environ["EVENTLAKE__SPARK__CLASS_ARCHIVE_DIR"] = str(CLASS_ARCHIVE_DIR)
+
 # fixtures whose servers are started once per worker: the tests that use one stay on one worker
 # (named by fixture, or by a parameter whose value is the fixture's name: the catalog contract)
 SHARED_SERVERS = {
@@ -113,7 +118,11 @@ def spark(spark_state: Path) -> Iterator[Any]:
     settings = Settings(
         path=None,
         lake=LakeSettings(root=spark_state / "unused-lake", state_dir=spark_state),
-        spark=SparkSettings(master="local[2]", conf=(("spark.sql.shuffle.partitions", "2"),)),
+        spark=SparkSettings(
+            master="local[2]",
+            conf=(("spark.sql.shuffle.partitions", "2"),),
+            class_archive_dir=str(CLASS_ARCHIVE_DIR),
+        ),
     )
     session = spark_session(settings, "eventlake-tests")
     yield session
