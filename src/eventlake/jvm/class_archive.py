@@ -27,6 +27,8 @@ import hashlib
 import os
 import re
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ from typing import Any
 from eventlake.config import Settings
 from eventlake.jvm.java import java_executable, pyspark_home
 
-__all__ = ["ArchivePlan", "default_folder", "plan"]
+__all__ = ["ArchivePlan", "default_folder", "ensure", "plan"]
 
 # the JVM's class-data-sharing messages: a mismatched archive's warning, the dump's preload warnings
 QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
@@ -144,6 +146,45 @@ def plan(settings: Settings, extra_classpath: str, *, pid: int | None = None) ->
         return None
 
 
+# what the session that makes an archive ahead of use runs: the Spark parts a sync and a query use
+# (the Hive catalog, JSON, partitioned Parquet, a Python function on Arrow batches), in a child
+# process whose exit publishes the archive
+_WORKLOAD = """
+import sys
+from pathlib import Path
+from eventlake.config import LakeSettings, Settings, SparkSettings
+from eventlake.jvm.session import spark_session
+
+state, folder = Path(sys.argv[1]), sys.argv[2]
+lake = LakeSettings(root=state / "lake", state_dir=state)
+session = spark_session(Settings(path=None, lake=lake, spark=SparkSettings(master="local[2]",
+                        class_archive_dir=folder)), "eventlake-class-archive", say=lambda *_: None)
+(state / "in.json").write_text('{"type": "track", "n": 1}\\n{"type": "page", "n": 2}\\n')
+frame = session.read.json(str(state / "in.json"))
+frame = frame.mapInArrow(lambda batches: batches, frame.schema)
+frame.write.partitionBy("type").parquet(str(state / "out"))
+session.sql("CREATE DATABASE IF NOT EXISTS archive")
+session.sql(f"CREATE TABLE archive.t (n BIGINT) PARTITIONED BY (type STRING) STORED AS PARQUET "
+            f"LOCATION '{state / 'out'}'")
+session.sql("MSCK REPAIR TABLE archive.t")
+assert session.sql("SELECT sum(n) FROM archive.t").collect()[0][0] == 3
+session.stop()
+"""
+
+
+def ensure(folder: Path, timeout: float = 900.0) -> Path | None:
+    """Make the archive of a session without extra class path (embedded Derby or Glue: the
+    default) in ``folder`` now, unless it is there: a session in a child process that runs a small
+    sync-like workload and publishes the archive at its exit. The archive's path, None when it
+    could not be made (the starts then go without it)."""
+    path = folder / archive_name("")
+    if not path.is_file():
+        with tempfile.TemporaryDirectory(prefix="eventlake-class-archive-") as state:
+            command = [sys.executable, "-c", _WORKLOAD, state, str(folder)]
+            subprocess.run(command, capture_output=True, timeout=timeout, check=False)
+    return path if path.is_file() else None
+
+
 def archive_name(extra_classpath: str, java: str | None = None, home: Path | None = None) -> str:
     """``spark-<pyspark>-java-<version>-<hash>.jsa``: the hash covers the java binary, the
     pyspark wheel's folder and the driver's extra class path."""
@@ -213,3 +254,8 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+if __name__ == "__main__":  # python -m eventlake.jvm.class_archive [FOLDER]: make it now
+    made = ensure(Path(sys.argv[1]) if len(sys.argv) > 1 else default_folder())
+    print(f"class archive: {made}" if made else "class archive: not made (Spark starts without it)")
