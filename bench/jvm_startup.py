@@ -51,10 +51,10 @@ CHILD = textwrap.dedent(
             assert session.range(10).selectExpr("sum(id)").collect()[0][0] == 45
             session.stop()
         else:
-            from eventlake.cli import main
+            from eventlake.cli import cli
             os.chdir(where)
             try:
-                main(["sync"])
+                cli(["sync"], prog_name="eventlake")
             except SystemExit as exit:
                 if exit.code:
                     raise

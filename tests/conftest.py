@@ -78,7 +78,24 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
+# what `make check` leaves out: the costliest tests it would run (Spark, no subprocess), marked
+# `slow` here and nowhere else; each is in `make test`. Why each: tests/README.md, "make check"
+SLOW = {
+    "tests/catalog/test_repair.py::test_a_lost_metastore_is_rebuilt_and_queries_return_the_same_rows",
+    "tests/model/test_standin.py::test_the_stand_in_writes_what_the_spark_job_writes",
+    "tests/query/test_cookbook.py::test_the_cookbook_runs",
+    "tests/query/test_engines_agree.py::test_spark_and_duckdb_agree",
+    "tests/query/test_warehouse_views.py::test_the_warehouse_views_on_both_engines",
+    "tests/sync/test_retype.py::test_a_type_change_killed_at_any_step_completes_exactly_once",  # each step
+    "tests/sync/test_retype.py::test_widening_a_column_rewrites_old_files_and_later_values_fit",
+    "tests/sync/test_shared_database.py::test_two_sources_in_one_database",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.split("[", 1)[0] in SLOW:
+            item.add_marker(pytest.mark.slow)
     if getattr(config.option, "loadgroup", False):  # set in xdist's workers by --dist loadgroup
         for item in items:
             group = xdist_group_of(item)
