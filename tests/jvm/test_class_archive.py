@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -65,8 +66,9 @@ def test_one_process_makes_the_archive_the_others_start_without_then_map_it(tmp_
     assert plan(settings, "") is None  # this (live) process is making it: start without
 
     small_archive(maker.temporary)
-    jvm = subprocess.Popen([java_executable(), "-version"], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert maker.publish(jvm)
+    jvm = subprocess.Popen([java_executable(), "-version"], stderr=subprocess.DEVNULL)
+    jvm.wait()
+    assert maker.publish(jvm.pid)
     assert not maker.marker.exists() and not maker.temporary.exists()
 
     user = plan(settings, "")
@@ -83,8 +85,9 @@ def test_a_damaged_archive_is_never_put_in_place(tmp_path: Path) -> None:
     maker.temporary.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])  # a JVM killed mid-write
     assert not maps(maker.temporary)  # mapping it crashes a JVM
 
-    jvm = subprocess.Popen([java_executable(), "-version"], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert not maker.publish(jvm)
+    jvm = subprocess.Popen([java_executable(), "-version"], stderr=subprocess.DEVNULL)
+    jvm.wait()
+    assert not maker.publish(jvm.pid)
     assert not maker.path.exists() and not maker.temporary.exists()
     assert plan(settings, "") is not None  # the next process tries again
 
@@ -157,6 +160,9 @@ def test_a_session_makes_the_archive_the_next_maps_it_and_a_stale_one_is_ignored
         return done
 
     session("first")
+    deadline = time.monotonic() + 600
+    while (folder / f"{archive_name('')}.creating").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)  # published by a detached process once the first JVM wrote it
     [archive] = folder.glob("spark-*.jsa")
     assert sorted(p.name for p in folder.iterdir()) == [archive.name]  # no marker, no temporary left
     assert maps(archive)

@@ -13,11 +13,11 @@ start and first query cost about a third less CPU (``bench/jvm_startup.py``, ``b
   own build, the jars' sizes and times) and ignores an archive that does not match:
   ``-Xlog:cds=off`` keeps its warning off the output.
 - **How it is made**: the first session for a key starts its JVM with ``-XX:ArchiveClassesAtExit``
-  into a temporary file of its own; when the process exits (``atexit``) it closes the JVM's
-  standard input (PySpark's gateway exits on it), waits for the JVM to write the archive, checks
-  that a JVM maps it, and renames it into place. A JVM never sees a half-written archive, which
-  would crash it (SIGBUS while relocating). One process makes an archive at a time (a marker file
-  with its pid); the others start without one meanwhile.
+  into a temporary file of its own; when the process exits (``atexit``; its JVM then exits on the
+  end of its input) a detached process waits for the JVM to end, checks that a JVM maps the
+  archive, and renames it into place: no process waits for the writing. A JVM never sees a
+  half-written archive, which would crash it (SIGBUS while relocating). One process makes an
+  archive at a time (a marker file with its pid); the others start without one meanwhile.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class ArchivePlan:
         return [f"-XX:SharedArchiveFile={self.path}", *QUIET]
 
     def started(self, jvm_process: Any) -> None:
-        """After the session started: when creating, publish the archive at this process's exit
+        """After the session started: when creating, publish the archive after this process's exit
         (``jvm_process``: PySpark's ``Popen`` of the driver JVM; None when the JVM was already
         running, whose options the plan did not reach)."""
         if not self.creating:
@@ -79,21 +79,34 @@ class ArchivePlan:
         if jvm_process is None:
             self.abandon()
             return
-        atexit.register(self.publish, jvm_process)
+        atexit.register(self.hand_over, jvm_process.pid)
 
-    def publish(self, jvm_process: Any, timeout: float = WRITE_TIMEOUT_SECONDS) -> bool:
-        """Let the JVM exit, wait for its archive, check that a JVM maps it, rename it into place."""
-        assert self.temporary is not None
+    def hand_over(self, jvm_pid: int) -> None:
+        """At exit: a detached process publishes the archive once the JVM (which exits with this
+        process, on the end of its input) wrote it; this process does not wait for it."""
+        command = [sys.executable, "-m", "eventlake.jvm.class_archive", "--publish", str(jvm_pid),
+                   str(self.path), str(self.temporary), str(self.marker)]  # fmt: skip
         try:
-            if jvm_process.poll() is None:
-                if jvm_process.stdin is not None:
-                    jvm_process.stdin.close()  # PySpark's gateway server exits on end of input
-                jvm_process.wait(timeout=timeout)
-            if jvm_process.returncode == 0 and self.temporary.is_file() and maps(self.temporary):
+            subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        except OSError:
+            self.abandon()
+
+    def publish(self, jvm_pid: int, timeout: float = WRITE_TIMEOUT_SECONDS) -> bool:
+        """Wait for the JVM ``jvm_pid`` to end, check that a JVM maps its archive (a JVM killed
+        while writing it leaves a damaged one), rename it into place."""
+        assert self.temporary is not None
+        deadline = time.monotonic() + timeout
+        try:
+            while _alive(jvm_pid):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.2)
+            if self.temporary.is_file() and maps(self.temporary):
                 os.replace(self.temporary, self.path)
                 return True
             return False
-        except (OSError, ValueError, subprocess.SubprocessError):
+        except OSError:
             return False
         finally:
             self.abandon()
@@ -178,10 +191,14 @@ def ensure(folder: Path, timeout: float = 900.0) -> Path | None:
     sync-like workload and publishes the archive at its exit. The archive's path, None when it
     could not be made (the starts then go without it)."""
     path = folder / archive_name("")
+    marker = path.with_name(path.name + ".creating")
     if not path.is_file():
+        deadline = time.monotonic() + timeout
         with tempfile.TemporaryDirectory(prefix="eventlake-class-archive-") as state:
             command = [sys.executable, "-c", _WORKLOAD, state, str(folder)]
             subprocess.run(command, capture_output=True, timeout=timeout, check=False)
+            while marker.exists() and time.monotonic() < deadline:  # published after the JVM's exit
+                time.sleep(0.5)
     return path if path.is_file() else None
 
 
@@ -256,6 +273,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-if __name__ == "__main__":  # python -m eventlake.jvm.class_archive [FOLDER]: make it now
-    made = ensure(Path(sys.argv[1]) if len(sys.argv) > 1 else default_folder())
-    print(f"class archive: {made}" if made else "class archive: not made (Spark starts without it)")
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--publish"]:  # ArchivePlan.hand_over's detached process
+        pid, final, temporary, marker = sys.argv[2:6]
+        ArchivePlan(Path(final), True, Path(temporary), Path(marker)).publish(int(pid))
+    else:  # python -m eventlake.jvm.class_archive [FOLDER]: make it now
+        made = ensure(Path(sys.argv[1]) if len(sys.argv) > 1 else default_folder())
+        print(f"class archive: {made}" if made else "class archive: not made (Spark starts without it)")
