@@ -109,19 +109,13 @@ def test_a_marker_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
 
 
 def test_a_class_path_with_the_projects_private_folder_gets_no_archive(tmp_path: Path) -> None:
-    from eventlake.jvm.session import DRIVER_OPTIONS, _class_archive
-
     settings = settings_for(tmp_path)
     private = settings.lake.state_dir / "metastore-client"  # a hive-site.xml with a password
-    conf = {"spark.driver.extraClassPath": f"{private}{os.pathsep}/usr/share/java/postgresql.jar"}
-    assert _class_archive(settings, conf) is None and DRIVER_OPTIONS not in conf
+    assert plan(settings, f"{private}{os.pathsep}/usr/share/java/postgresql.jar") is None
 
-    conf = {"spark.driver.extraClassPath": "/usr/share/java/postgresql.jar", DRIVER_OPTIONS: "'-Da=b'"}
-    archive = _class_archive(settings, conf)
+    archive = plan(settings, "/usr/share/java/postgresql.jar")
     assert archive is not None and archive.creating
-    assert conf[DRIVER_OPTIONS] == f"'-Da=b' '-XX:ArchiveClassesAtExit={archive.temporary}' " + " ".join(
-        f"'{option}'" for option in QUIET
-    )
+    assert archive.path.name == archive_name("/usr/share/java/postgresql.jar")
     archive.abandon()
 
 

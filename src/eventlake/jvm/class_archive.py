@@ -139,8 +139,16 @@ def maps(archive: Path, java: str | None = None) -> bool:
 
 def plan(settings: Settings, extra_classpath: str, *, pid: int | None = None) -> ArchivePlan | None:
     """The archive a new driver JVM maps or makes; None when ``[spark] class_archive`` is off, the
-    folder cannot be made, or another process is making this key's archive right now."""
+    class path holds a folder of the project's state, the folder cannot be made, or another
+    process is making this key's archive right now."""
     if not settings.spark.class_archive:
+        return None
+    state = settings.lake.state_dir.resolve()
+    if any(
+        Path(entry).resolve().is_relative_to(state) for entry in extra_classpath.split(os.pathsep) if entry
+    ):
+        # a class path with the project's private hive-site.xml (a metastore database's password)
+        # begins differently in every project: an archive made for it would serve that one alone
         return None
     folder = Path(settings.spark.class_archive_dir) if settings.spark.class_archive_dir else default_folder()
     try:

@@ -18,7 +18,6 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eventlake import layout, progress
@@ -240,15 +239,9 @@ def _class_archive(settings: Settings, conf: dict[str, str]) -> ArchivePlan | No
     when this process starts a driver JVM (not when PySpark's gateway already runs one)."""
     from pyspark import SparkContext
 
-    classpath = conf.get("spark.driver.extraClassPath", "")
-    state = settings.lake.state_dir.resolve()
-    if SparkContext._gateway is not None or any(
-        Path(entry).resolve().is_relative_to(state) for entry in classpath.split(os.pathsep) if entry
-    ):
-        # a class path with the project's private hive-site.xml (a metastore database's password)
-        # begins differently in every project: an archive made for it would serve that one alone
+    if SparkContext._gateway is not None:
         return None
-    archive = class_archive.plan(settings, classpath)
+    archive = class_archive.plan(settings, conf.get("spark.driver.extraClassPath", ""))
     if archive is not None:
         options = " ".join(_java_option(option) for option in archive.java_options())
         conf[DRIVER_OPTIONS] = f"{conf.get(DRIVER_OPTIONS, '')} {options}".strip()
