@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint unit model-check setup java chromium node-deps db-servers jars trino clean
+.PHONY: demo test check lint unit model-check setup java chromium node-deps db-servers jars trino class-archive clean
 
 demo: java $(INSTALLED)  ## the demo needs only Java and the Python packages
 	$(BIN)/python scripts/demo.py
@@ -12,10 +12,16 @@ demo: java $(INSTALLED)  ## the demo needs only Java and the Python packages
 # the tiers run in parallel worker processes: tests sharing a server stay on one (tests/README.md)
 PYTEST_WORKERS ?= 2
 
-test: setup lint
+test: setup lint class-archive
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
-lint: setup
+# the inner loop (tests/README.md, "make check"): lint and types, then every test that needs no
+# server and no subprocess, in one process on one Spark session, leaving out the few `slow` ones;
+# at most 5 minutes on the 2-core machine. Java and the venv only: no browser, databases or jars
+check: java lint class-archive
+	$(BIN)/python -m pytest -m "not integration and not slow" -n 0
+
+lint: $(INSTALLED)  ## ruff, mypy and the import contracts need only the Python packages
 	$(BIN)/ruff check src tests scripts bench examples
 	$(BIN)/ruff format --check src tests scripts bench examples
 	$(BIN)/mypy
@@ -39,6 +45,11 @@ model-check: $(INSTALLED)  ## the model-based test of the lake's protocol, long 
 	echo "model-check: no failure in $(MODEL_MINUTES) minutes"
 
 setup: java chromium node-deps db-servers jars trino $(INSTALLED)
+
+# the Spark drivers' class-data archive (AppCDS) the tests map, made once per machine (about a
+# minute of CPU); every later driver start costs about a third less CPU (tests/README.md)
+class-archive: java $(INSTALLED)
+	@$(BIN)/python -m eventlake.jvm.class_archive .cache/jvm
 
 java:
 	@scripts/ensure-java.sh

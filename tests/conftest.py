@@ -45,6 +45,11 @@ os.environ.update(
     }
 )
 
+# the Spark drivers' class-data archive (eventlake.jvm.class_archive) in the project's cache, made
+# by the first session on this machine: the tests' session and every `eventlake` subprocess map it
+CLASS_ARCHIVE_DIR = Path(__file__).resolve().parents[1] / ".cache" / "jvm"
+os.environ["EVENTLAKE__SPARK__CLASS_ARCHIVE_DIR"] = str(CLASS_ARCHIVE_DIR)
+
 # fixtures whose servers are started once per worker: the tests that use one stay on one worker
 # (named by fixture, or by a parameter whose value is the fixture's name: the catalog contract)
 SHARED_SERVERS = {
@@ -74,7 +79,24 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
+# what `make check` leaves out: the costliest tests it would run (Spark, no subprocess), marked
+# `slow` here and nowhere else; each is in `make test`. Why each: tests/README.md, "make check"
+SLOW = {
+    "tests/catalog/test_repair.py::test_a_lost_metastore_is_rebuilt_and_queries_return_the_same_rows",
+    "tests/model/test_standin.py::test_the_stand_in_writes_what_the_spark_job_writes",
+    "tests/query/test_cookbook.py::test_the_cookbook_runs",
+    "tests/query/test_engines_agree.py::test_spark_and_duckdb_agree",
+    "tests/query/test_warehouse_views.py::test_the_warehouse_views_on_both_engines",
+    "tests/sync/test_retype.py::test_a_type_change_killed_at_any_step_completes_exactly_once",  # each step
+    "tests/sync/test_retype.py::test_widening_a_column_rewrites_old_files_and_later_values_fit",
+    "tests/sync/test_shared_database.py::test_two_sources_in_one_database",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.split("[", 1)[0] in SLOW:
+            item.add_marker(pytest.mark.slow)
     if getattr(config.option, "loadgroup", False):  # set in xdist's workers by --dist loadgroup
         for item in items:
             group = xdist_group_of(item)
@@ -114,7 +136,11 @@ def spark(spark_state: Path) -> Iterator[Any]:
     settings = Settings(
         path=None,
         lake=LakeSettings(root=spark_state / "unused-lake", state_dir=spark_state),
-        spark=SparkSettings(master="local[2]", conf=(("spark.sql.shuffle.partitions", "2"),)),
+        spark=SparkSettings(
+            master="local[2]",
+            conf=(("spark.sql.shuffle.partitions", "2"),),
+            class_archive_dir=str(CLASS_ARCHIVE_DIR),
+        ),
     )
     session = spark_session(settings, "eventlake-tests")
     yield session

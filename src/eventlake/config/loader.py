@@ -132,6 +132,9 @@ def parse_settings(raw: Mapping[str, Any], config_path: Path) -> Settings:
         )
     if sections["spark"].jars_dir:
         sections["spark"] = replace(sections["spark"], jars_dir=str(_path(base, sections["spark"].jars_dir)))
+    if sections["spark"].class_archive_dir:
+        folder = str(_path(base, sections["spark"].class_archive_dir))
+        sections["spark"] = replace(sections["spark"], class_archive_dir=folder)
     sources = _sources(raw.get("sources", []))
     return Settings(path=config_path, lake=lake, sources=sources, **sections)
 

@@ -7,6 +7,8 @@ reach the Hive metastore.
   a PostgreSQL/MariaDB database, a thrift URI) and how a process reaches it (``access``), the
   embedded Derby's lock and service file (``derby``), a JDBC database's driver and properties
   (``jdbc``) and its Hive tables (``schema``); no JVM starts there but the schema tool;
+- :mod:`~eventlake.jvm.class_archive`: the driver JVM's class-data archive (AppCDS), made once per
+  machine, mapped by every later start;
 - :mod:`~eventlake.jvm.connectors`: Hadoop's S3 connector (``[spark] jars_dir``, ``fs.s3a.*``);
 - :mod:`~eventlake.jvm.java`: Java, the wheel's jars, whether a JVM service's port answers;
 - :mod:`~eventlake.jvm.service`: the project's metastore service (Hive's ``HiveMetaStore``);

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from eventlake import progress, state_layout
 from eventlake.config import CatalogKind, Settings
 from eventlake.errors import DependencyError
+from eventlake.jvm import class_archive
+from eventlake.jvm.class_archive import ArchivePlan
 from eventlake.jvm.connectors import connector_jars, s3a_properties
 from eventlake.jvm.java import JAVA_HINT, java_executable
 from eventlake.jvm.metastore.access import MetastoreAccess, client_access, private_conf_dir
@@ -54,6 +56,7 @@ EXECUTOR_ENVIRONMENT = (
     "AZURE_STORAGE_BLOB_ENDPOINT",
 )
 PYSPARK_PYTHON = "spark.pyspark.python"
+DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def check_java() -> None:
@@ -142,7 +145,7 @@ def spark_conf(
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.catalogImplementation": "in-memory" if access is None else "hive",
         "spark.sql.warehouse.dir": str(state_layout.warehouse_dir(state)),
-        "spark.driver.extraJavaOptions": java_options,
+        DRIVER_OPTIONS: java_options,
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
@@ -179,10 +182,14 @@ def spark_conf(
 
 def _java_property(name: str, value: object) -> str:
     """``-Dname=value`` quoted for spark-submit, which splits extraJavaOptions on white space."""
-    text = str(value)
+    return _java_option(f"-D{name}={value}")
+
+
+def _java_option(text: str) -> str:
+    """One JVM option quoted for spark-submit's split of extraJavaOptions."""
     if "'" not in text:
-        return f"'-D{name}={text}'"
-    return '"-D' + name + "=" + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return f"'{text}'"
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = progress.say) -> SparkSession:
@@ -214,15 +221,34 @@ def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = pr
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    conf = spark_conf(settings, app_name, access)
+    archive = _class_archive(settings, conf)
     builder = SparkSession.builder
-    for key, value in spark_conf(settings, app_name, access).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     # PySpark takes the Python its workers run from PYSPARK_PYTHON when the context starts (not
     # from spark.pyspark.python), and sends that path to every executor
     with _environment(PYSPARK_PYTHON=executor_python(settings)):
         session = builder.getOrCreate()
+    if archive is not None:
+        gateway = session.sparkContext._gateway
+        archive.started(getattr(gateway, "proc", None))
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _class_archive(settings: Settings, conf: dict[str, str]) -> ArchivePlan | None:
+    """The class-data archive's options added to ``conf``'s driver options (:mod:`class_archive`),
+    when this process starts a driver JVM (not when PySpark's gateway already runs one)."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None:
+        return None
+    archive = class_archive.plan(settings, conf.get("spark.driver.extraClassPath", ""))
+    if archive is not None:
+        options = " ".join(_java_option(option) for option in archive.java_options())
+        conf[DRIVER_OPTIONS] = f"{conf.get(DRIVER_OPTIONS, '')} {options}".strip()
+    return archive
 
 
 @contextmanager
