@@ -37,6 +37,7 @@ from typing import Any
 
 from eventlake.config import Settings
 from eventlake.jvm.java import java_executable, pyspark_home
+from eventlake.storage.local import process_alive
 
 __all__ = ["ArchivePlan", "default_folder", "ensure", "plan"]
 
@@ -98,7 +99,7 @@ class ArchivePlan:
         assert self.temporary is not None
         deadline = time.monotonic() + timeout
         try:
-            while _alive(jvm_pid):
+            while process_alive(jvm_pid):
                 if time.monotonic() > deadline:
                     return False
                 time.sleep(0.2)
@@ -240,7 +241,7 @@ def _pyspark_version(home: Path) -> str:
 
 def _take_marker(marker: Path, pid: int, alive: Callable[[int], bool] | None = None) -> bool:
     """Create ``marker`` holding ``pid``; a marker of a dead process, or an old one, is taken over."""
-    alive = alive or _alive
+    alive = alive or process_alive
     for _ in range(2):
         try:
             descriptor = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -267,18 +268,8 @@ def _remove_leftovers(folder: Path, name: str) -> None:
             owner = int(leftover.name[len(name) + 1 : -len(".tmp")])
         except ValueError:
             continue
-        if not _alive(owner):
+        if not process_alive(owner):
             leftover.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from eventlake.jvm.metastore.access import MetastoreAccess, client_access
 from eventlake.jvm.service import STOP_GRACE_SECONDS, SharedMetastore, die_with_parent
 from eventlake.jvm.session import check_java, spark_conf
 from eventlake.progress import Say
-from eventlake.storage.local import write_atomic
+from eventlake.storage.local import process_alive, write_atomic
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 
@@ -222,7 +222,7 @@ def write_sql_service(state: Path, host: str, port: int, pid: int, kind: str, ap
     folder.mkdir(parents=True, exist_ok=True)
     for record in folder.glob("*.json"):
         info = _read_record(record)
-        if info is None or not _pid_alive(int(info["pid"])):
+        if info is None or not process_alive(int(info["pid"])):
             record.unlink(missing_ok=True)
     path = state_layout.sql_service_file(state, pid)
     info = {"host": host, "port": port, "pid": pid, "kind": kind, "app_id": app_id, "started": time.time()}
@@ -242,7 +242,7 @@ def running_sql_service(state: Path) -> dict[str, Any] | None:
         return None
     records = [info for path in folder.glob("*.json") if (info := _read_record(path)) is not None]
     for info in sorted(records, key=lambda i: i["started"], reverse=True):
-        if _pid_alive(int(info["pid"])) and port_open(int(info["port"]), str(info["host"])):
+        if process_alive(int(info["pid"])) and port_open(int(info["port"]), str(info["host"])):
             return info
     return None
 
@@ -254,13 +254,3 @@ def _read_record(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return info if isinstance(info, dict) else None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True

@@ -68,6 +68,7 @@ import orjson
 
 from eventlake.errors import EventLakeError
 from eventlake.storage.base import Storage
+from eventlake.storage.local import process_alive
 from eventlake.storage.location import Location
 
 LEASE_NAME = re.compile(r"^lease-(\d{12})\.json$")
@@ -281,7 +282,7 @@ class Lease:
     def _expired(self, holder: dict[str, Any]) -> bool:
         if holder.get("released") or float(holder.get("expires", 0)) < self.clock():
             return True
-        return holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", 0)))
+        return holder.get("host") == socket.gethostname() and not process_alive(int(holder.get("pid", 0)))
 
     def _renew(self) -> None:
         renewed = time.monotonic()
@@ -298,15 +299,3 @@ class Lease:
 
 def _runs(found: Any) -> tuple[str, ...]:
     return tuple(str(run) for run in found) if isinstance(found, list | tuple) else ()
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

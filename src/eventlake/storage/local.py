@@ -17,6 +17,20 @@ from eventlake.storage.base import FileInfo, Storage, StorageError
 from eventlake.storage.location import Location, ObjectPath
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine runs (one another user owns counts; 0 and below
+    never do)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def fsync_dir(path: Path) -> None:
     """Make a directory's entries (a created, renamed or deleted file) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

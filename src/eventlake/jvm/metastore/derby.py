@@ -5,7 +5,6 @@ and otherwise open it themselves, one at a time, through a lock."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ from eventlake import progress, state_layout
 from eventlake.flock import LockFile
 from eventlake.jvm.java import port_open
 from eventlake.progress import Say
-from eventlake.storage.local import write_atomic
+from eventlake.storage.local import process_alive, write_atomic
 
 # how long a client waits for a lock or a starting service before it says so again
 POLL_SECONDS = 0.5
@@ -44,13 +43,7 @@ def running_service(state: Path) -> dict[str, Any] | None:
         port, pid = int(info["port"]), int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    if not port_open(port):
+    if not process_alive(pid) or not port_open(port):
         return None
     return info
 
