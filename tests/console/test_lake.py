@@ -226,7 +226,9 @@ def test_a_restarted_console_reads_only_the_older_days_whose_files_changed(
     monkeypatch.setattr(LocalStorage, "read_lines", counting)
     second = LakeWatch(settings, collector_url=None)
     second.refresh()
-    recent = {(now - timedelta(days=n)).strftime("%Y-%m-%d") for n in (0, 1)}
+    written = {(now - timedelta(hours=2 * n + 1, minutes=n % 7)).strftime("%Y-%m-%d") for n in range(120)}
+    # the last two days that hold reports (none today before 01:00: the latest run starts an hour ago)
+    recent = {(now - timedelta(days=n)).strftime("%Y-%m-%d") for n in (0, 1)} & written
     assert read and all(layout.report_day(Path(p), settings.lake.root) in recent for p in read)
     assert second.totals() == first.totals() and _pages(second) == _pages(first)
 

@@ -138,7 +138,7 @@ KILL_POINTS = {
         "archive",
         1,
     ),
-    "before the audit record": ("eventlake.layout", "deletion_audit_file", 1),
+    "before the audit record": ("eventlake.state_layout", "deletion_audit_file", 1),
 }
 
 

@@ -154,7 +154,7 @@ MERGE_POINTS = {
     "before exchanging the folders": ("eventlake.sync.protocol.rewrite", "exchange_folders", 1),
     "before dropping the manifest": ("eventlake.sync.protocol.state.SyncState", "drop_pending", 1),
     "before deleting the staging": ("eventlake.storage.LocalStorage", "delete_tree", 1),
-    "before the progress file": ("eventlake.layout", "report_days_file", 2),  # (1: read at the start)
+    "before the progress file": ("eventlake.state_layout", "report_days_file", 2),  # (1: read at the start)
 }  # fmt: skip
 PUBLISH_POINTS = {
     "before publishing the merged file": ("eventlake.storage.LocalStorage", "publish", 1),
@@ -249,7 +249,7 @@ UPGRADE_POINTS = {
     "after a day's merged file, before its marker": ("eventlake.storage.LocalStorage", "publish", 2),
     "after the first day, before deleting its run reports": ("eventlake.storage.LocalStorage", "delete", 1),
     "before registering the day partitions": ("eventlake.catalog.hive.HiveCatalog", "add_partitions", 1),
-    "before the progress file": ("eventlake.layout", "report_days_file", 2),
+    "before the progress file": ("eventlake.state_layout", "report_days_file", 2),
 }  # fmt: skip
 
 

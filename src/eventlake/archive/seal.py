@@ -29,9 +29,9 @@ their ``users delete`` lists it (see :mod:`eventlake.sync.maintenance.erase`). T
 (:attr:`SealResult.suppressed`).
 
 The archive name is derived from the segment name (unique per collector process), so a segment is
-never archived under two names. A failure of the store in step 2 or 4 raises
-:class:`ArchiveUploadError`, one in step 1 or 5 :class:`SuppressionError`; the segment and its
-staged file stay in the spool for the next try.
+never archived under two names. A failure of the store in any step (the suppression list read
+in step 1 or 5 included) raises :class:`ArchiveUploadError`; the segment and its staged file stay
+in the spool for the next try.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import orjson
 
 from eventlake import layout, state_layout
 from eventlake.archive.days import reopen_days
-from eventlake.archive.errors import ArchiveUploadError
+from eventlake.archive.errors import ArchiveUploadError, SuppressionError
 from eventlake.archive.files import archive_lines
 from eventlake.archive.suppression import is_suppressed, read_suppressed_users
 from eventlake.storage import Location, Storage
@@ -112,6 +112,16 @@ def spool_segments(spool_dir: Path) -> list[Segment]:
     return sorted(found, key=lambda s: (s.source_id, s.name))
 
 
+def _suppressed(storage: Storage, lake_root: Location, segment: Segment, final: Location) -> frozenset[str]:
+    """The source's suppressed userIds, read from the archive's store at each seal: a list that
+    cannot be read fails the seal as the store's failure (:class:`ArchiveUploadError` naming the
+    archive object, counted as an upload failure; the segment stays)."""
+    try:
+        return read_suppressed_users(storage, lake_root, segment.source_id)
+    except SuppressionError as exc:
+        raise ArchiveUploadError(final, exc) from exc
+
+
 def seal_segment(
     segment: Segment, storage: Storage, lake_root: Location, now_ms: int | None = None
 ) -> SealResult:
@@ -121,15 +131,15 @@ def seal_segment(
     to again first: :func:`reopen_days`).
 
     Raises :class:`ArchiveUploadError` when the object cannot be written (the store is down,
-    throttles, refuses it; the segment stays: call again), :class:`SuppressionError` when the
-    source's suppression list cannot be read (the same), and ``OSError`` when the segment cannot
+    throttles, refuses it; the segment stays: call again) or the source's suppression list beside
+    it cannot be read (the same), and ``OSError`` when the segment cannot
     be gzipped into the spool.
     """
     final = layout.archive_file(lake_root, segment.source_id, segment.day_ms, segment.name)
     staged = segment.staged_path
     if not segment.path.exists() and not staged.exists():
         return SealResult(segment, None)  # dealt with already (or removed by hand): nothing to retry
-    users = read_suppressed_users(storage, lake_root, segment.source_id)
+    users = _suppressed(storage, lake_root, segment, final)
     try:
         uploaded = storage.exists(final)
         if uploaded and not (users and _holds_lines_of(_read_object(storage, final), users)):
@@ -149,7 +159,7 @@ def seal_segment(
                 return SealResult(segment, None, dropped)
         _upload(segment, storage, lake_root, final, now_ms)
         uploaded = True
-        later = read_suppressed_users(storage, lake_root, segment.source_id)  # begun after the upload
+        later = _suppressed(storage, lake_root, segment, final)  # begun after the upload
         restage = _holds_lines_of(_staged_lines(staged), later - users)
         users = later
         if not restage:
