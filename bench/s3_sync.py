@@ -1,6 +1,6 @@
 """Sync benchmark: a lake on S3 (a moto server) against the same archive synced to a local lake.
 
-Generates the raw archive of bench/sync.py (all six types, 30 track event names with 5-15
+Generates the raw archive of bench/sync.py (its basic input: all six types, 30 track event names with 5-15
 properties including nested objects, ~1% duplicate message ids, over 3 days; 1,000,000 messages by
 default) once, then times `eventlake sync` as a whole process (start-up included) twice:
 
@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sync import EVENTLAKE, PeakRss, generate  # noqa: E402 - bench/sync.py: the same archive
+from sync import EVENTLAKE, PROGRESS, TreeSampler, cpu_seconds, generate  # noqa: E402 - bench/sync.py
 
 BUCKET = "eventlake-bench"
 PREFIX = "lake"
@@ -51,8 +51,6 @@ AWS_ENV = {  # moto's fake credentials: in the environment before the Spark sess
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_EC2_METADATA_DISABLED": "true",
 }
-TICKS = os.sysconf("SC_CLK_TCK")
-PROGRESS = re.compile(r"^\[\s*([0-9.]+)s\] (.*)$")
 REQUEST = re.compile(r'(\d\d/\w{3}/\d{4} \d\d:\d\d:\d\d)\] "(?:\x1b\[[0-9;]*m)*(\w+) (\S+) HTTP')
 
 
@@ -117,15 +115,6 @@ class Moto:
             self.process.wait(20)
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of one process (0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 def request_kind(method: str, path: str) -> str:
     """What a request to moto was, from its method and path (the key says which part of the lake)."""
     if method == "POST" and path == "/":
@@ -149,42 +138,6 @@ def request_kind(method: str, path: str) -> str:
     if verb == "PUT" and area in ("tables", "dedupe index", "quarantine"):
         verb = "PUT/COPY"  # a publish's CopyObject (moto's log does not tell a copy from a put)
     return f"S3 {verb} {area}"
-
-
-# -- the process tree: peak RSS and CPU ---------------------------------------------------------
-
-
-class TreeSampler(PeakRss):
-    """Peak RSS of a process and its descendants, and their CPU seconds (the last value seen of
-    each process; a process that ends between two samples loses at most 0.2 s)."""
-
-    def __init__(self, pid: int) -> None:
-        self.cpu: dict[int, float] = {}
-        self.loads: list[float] = []
-        super().__init__(pid)  # starts sampling
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = 0
-            for pid in self._tree():
-                try:
-                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                        if line.startswith("VmRSS:"):
-                            total += int(line.split()[1]) * 1024
-                except OSError:
-                    continue
-                used = cpu_seconds(pid)
-                if used:
-                    self.cpu[pid] = max(self.cpu.get(pid, 0.0), used)
-            self.peak = max(self.peak, total)
-            self.loads.append(os.getloadavg()[0])
-            self._stop.wait(0.2)
-
-    def stop(self) -> tuple[int, float, float]:
-        """Peak RSS, CPU seconds, the mean of the machine's 1-minute load average."""
-        self._stop.set()
-        self._thread.join()
-        return self.peak, sum(self.cpu.values()), sum(self.loads) / max(1, len(self.loads))
 
 
 # -- one run --------------------------------------------------------------------------------------
