@@ -455,8 +455,8 @@ class TreeSampler(PeakRss):
                 used = cpu_seconds(pid)
                 if used:
                     self.cpu[pid] = max(self.cpu.get(pid, 0.0), used)
-                    if pid not in self.kinds:
-                        self.kinds[pid] = _process_kind(self.pid, pid)
+                    # each time: Spark's JVM starts as spark-submit's shell and becomes java (exec)
+                    self.kinds[pid] = _process_kind(self.pid, pid)
             self.peak = max(self.peak, total)
             self.loads.append(os.getloadavg()[0])
             by_kind = {"driver": 0.0, "jvm": 0.0, "workers": 0.0}
@@ -652,6 +652,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--input", choices=sorted(INPUTS), default="analytics",
                         help="the generator: analytics (default, issue 37's) or basic")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=7, help="the generator's seed (default 7)")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the generated data here")
     parser.add_argument(
         "--skip-duckdb", action="store_true", help="time eventlake alone (no DuckDB baseline, no Spark floor)"
@@ -684,7 +685,7 @@ def main() -> None:
         )
     )  # fmt: skip  - Spark's jobs give the parse and write passes' edges
     started = time.monotonic()
-    count, raw = generate(project, source_id, args.messages, args.files, kind=args.input)
+    count, raw = generate(project, source_id, args.messages, args.files, args.seed, args.input)
     gz = sum(path.stat().st_size for path in (project / "lake" / "segment-logs").rglob("*.gz"))
     values, widest = flat_values(project)
     print(f"generated {count:,} messages of the {args.input} input ({raw / 1e9:.2f} GB of JSON, "
