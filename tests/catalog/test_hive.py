@@ -14,6 +14,7 @@ from pyspark.sql.utils import AnalysisException
 from eventlake.catalog import TableSpec
 from eventlake.catalog import hive as hive_module
 from eventlake.catalog.hive import HiveCatalog, _shared_prefix
+from eventlake.schema.warehouse import LakeTable, View, warehouse_views
 
 COLUMNS = (("message_id", "string"), ("received_at", "timestamp"))
 _numbers = itertools.count(1)
@@ -159,3 +160,53 @@ def test_a_long_lived_catalog_asks_nothing_for_the_partitions_it_knows(
     assert hive.partitions(spec.database, spec.name) == hours(1)[:3]
     hive.add_partitions(spec, hours(1) + hours(2))  # many: listed first, the missing ones in statements
     assert listings == [45] and len(hive.partitions(spec.database, spec.name)) == 48
+
+
+def _views(database: str, tables: dict[str, tuple[tuple[str, str], ...]]) -> list[View]:
+    """The warehouse views over these lake tables (by name: segment type and table name alike)."""
+    return list(warehouse_views([LakeTable(name, name, columns) for name, columns in tables.items()]).views)
+
+
+@pytest.mark.spark
+def test_views_are_written_only_when_their_definition_changed(
+    hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    database = f"hive_views_{next(_numbers)}"
+    tables = {"page": COLUMNS, "track_signed_up": (*COLUMNS, ("event", "string"))}
+    hive.ensure_database(database)
+    for name, columns in tables.items():
+        hive.create_table(TableSpec(database, name, columns, ("day", "hr"), str(tmp_path / name)))
+    written: list[str] = []
+    sql = hive.spark.sql
+
+    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+        if query.startswith("CREATE OR REPLACE VIEW"):
+            written.append(query.split()[4].split(".")[1].strip("`"))
+        return sql(query, *args, **kwargs)
+
+    monkeypatch.setattr(hive.spark, "sql", counted)
+    assert hive.replace_views(database, _views(database, tables)) == []
+    assert sorted(written) == sorted(v.name for v in _views(database, tables))  # all new
+    written.clear()
+    assert hive.replace_views(database, _views(database, tables)) == []  # nothing changed: no statement
+    assert written == []
+
+    # a property column: the event's view changes, the others (tracks has no properties) stay
+    tables["track_signed_up"] += (("properties_plan", "string"),)
+    hive.add_columns(database, "track_signed_up", [("properties_plan", "string")])
+    hive.replace_views(database, _views(database, tables))
+    assert written == ["signed_up"]
+    assert "plan" in hive.spark.table(f"{database}.signed_up").columns
+    written.clear()
+    # a new table: its view is created and tracks, which reads it, replaced; a context column of
+    # page changes pages only
+    tables["track_order_completed"] = (*COLUMNS, ("event", "string"))
+    tables["page"] += (("context_locale_x", "string"),)
+    hive.add_columns(database, "page", [("context_locale_x", "string")])
+    spec = TableSpec(database, "track_order_completed", tables["track_order_completed"], ("day", "hr"),
+                     str(tmp_path / "orders"))  # fmt: skip
+    hive.create_table(spec)
+    hive.replace_views(database, _views(database, tables))
+    assert sorted(written) == ["order_completed", "pages", "tracks"]
+    assert "context_locale_x" in hive.spark.table(f"{database}.pages").columns
+    assert hive.spark.sql(f"SELECT count(*) FROM {database}.tracks").collect()[0][0] == 0

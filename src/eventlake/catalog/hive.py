@@ -22,7 +22,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import convert_exception
 from pyspark.sql import SparkSession
 
-from eventlake.catalog.base import Catalog, Column, ListedTable, TableSpec
+from eventlake.catalog.base import NOT_A_VIEW, Catalog, Column, ListedTable, TableSpec
 from eventlake.catalog.hive_descriptor import describe_json_table, is_json_table, read_descriptor
 from eventlake.schema.warehouse import View, view_sql
 from eventlake.storage import hadoop_uri
@@ -347,17 +347,37 @@ class HiveCatalog(Catalog):
         rows = self.spark.sql(f"SHOW PARTITIONS {_ident(database)}.{_ident(table)}").collect()
         return sorted(_partition_values(row[0]) for row in rows)
 
-    def replace_views(self, database: str, views: Sequence[View]) -> list[str]:
+    def view_definitions(self, database: str, names: Sequence[str]) -> dict[str, object]:
+        """One metastore call (``getTablesByName``) for every name: a view's text and columns as
+        Spark stored them (Spark, the Thrift server and dbt-spark read these views)."""
         external = self._jvm()["external"]
-        left = []
-        for view in views:  # Spark views in the metastore: Spark, the Thrift server and dbt-spark read them
-            if external.tableExists(database, view.name):
-                if external.getTable(database, view.name).tableType().name() != "VIEW":
-                    left.append(view.name)
-                    continue
-            name = f"{_ident(database)}.{_ident(view.name)}"
-            self.spark.sql(f"CREATE OR REPLACE VIEW {name} AS {view_sql(view, database, _ident)}")
-        return left
+        if not names or not external.databaseExists(database):
+            return {}
+        found = external.getTablesByName(database, self._gateway().PythonUtils.toSeq(list(names)))
+        held: dict[str, object] = {}
+        tables = found.iterator()
+        while tables.hasNext():
+            table = tables.next()
+            name = table.identifier().table()
+            if table.tableType().name() != "VIEW":
+                held[name] = NOT_A_VIEW
+                continue
+            text = table.viewText()
+            fields = orjson.loads(table.schema().json())["fields"]
+            kinds = (
+                _JSON_TYPE_NAMES.get(f["type"], f["type"]) if isinstance(f["type"], str) else None
+                for f in fields
+            )
+            columns = tuple(zip((f["name"] for f in fields), kinds, strict=True))
+            held[name] = (text.get() if text.isDefined() else None, columns)
+        return held
+
+    def view_definition(self, database: str, view: View) -> object:
+        return (view_sql(view, database, _ident), tuple(view.columns))
+
+    def write_view(self, database: str, view: View, replace: bool) -> None:
+        name = f"{_ident(database)}.{_ident(view.name)}"
+        self.spark.sql(f"CREATE OR REPLACE VIEW {name} AS {view_sql(view, database, _ident)}")
 
     def drop_table(self, database: str, table: str) -> None:
         self._forget(database, table)
