@@ -30,6 +30,7 @@ from eventlake.config import (
     write_initial_config,
 )
 from eventlake.errors import ConfigError, DependencyError, PermissionsError
+from eventlake.schema.warehouse import LakeTable, View, warehouse_views
 from eventlake.timestamps import parse_timestamp
 
 from .conftest import clean_env, write_archive
@@ -341,3 +342,30 @@ def test_missing_credentials_are_a_permissions_error(monkeypatch: pytest.MonkeyP
     )
     with pytest.raises(PermissionsError, match="Glue refused listing tables of db"):
         glue.list_tables("db")
+
+
+@pytest.mark.integration
+def test_views_are_written_only_when_their_definition_changed(
+    glue: GlueCatalog, database: str, calls: Counter[str], tmp_path: Path
+) -> None:
+    tables = {"page": COLUMNS, "track_signed_up": (*COLUMNS, ("event", "string"))}
+
+    def views() -> list[View]:
+        return list(warehouse_views([LakeTable(n, n, c) for n, c in tables.items()]).views)
+
+    for name, columns in tables.items():
+        glue.ensure_table(TableSpec(database, name, columns, ("day", "hr"), str(tmp_path / name)))
+    calls.clear()
+    assert glue.replace_views(database, views()) == []
+    assert calls["CreateTable"] == len(views()) and calls["GetTable"] == 0
+    calls.clear()
+    assert glue.replace_views(database, views()) == []  # nothing changed: one listing, no write
+    assert dict(calls) == {"GetTables": 1}
+    calls.clear()
+    tables["track_signed_up"] += (("properties_plan", "string"),)  # only the event's view changes
+    glue.add_columns(database, "track_signed_up", [("properties_plan", "string")])
+    calls.clear()
+    glue.replace_views(database, views())
+    assert dict(calls) == {"GetTables": 1, "UpdateTable": 1}
+    view = glue.client.get_table(DatabaseName=database, Name="signed_up")["Table"]
+    assert "plan" in [c["Name"] for c in view["StorageDescriptor"]["Columns"]]
