@@ -173,12 +173,18 @@ class Catalog(ABC):
         metastore (Spark analyses the view: 40 to 300 ms) and a table version in Glue."""
         held = self.view_definitions(database, [view.name for view in views])
         left = []
+        failed: list[Exception] = []
         for view in views:
             found = held.get(view.name, NO_VIEW)
             if found is NOT_A_VIEW:
                 left.append(view.name)
             elif found != self.view_definition(database, view):
-                self.write_view(database, view, replace=found is not NO_VIEW)
+                try:
+                    self.write_view(database, view, replace=found is not NO_VIEW)
+                except Exception as exc:  # the other views are still written; the first failure raised
+                    failed.append(exc)
+        if failed:
+            raise failed[0]
         return left
 
     def view_definitions(self, database: str, names: Sequence[str]) -> dict[str, object]:
