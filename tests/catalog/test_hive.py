@@ -16,6 +16,8 @@ from eventlake.catalog import hive as hive_module
 from eventlake.catalog.hive import HiveCatalog, _shared_prefix
 from eventlake.schema.warehouse import LakeTable, View, warehouse_views
 
+from .test_contract import partition_location
+
 COLUMNS = (("message_id", "string"), ("received_at", "timestamp"))
 _numbers = itertools.count(1)
 
@@ -228,3 +230,39 @@ def test_a_view_that_fails_does_not_keep_the_others_from_being_written(
         hive.replace_views(database, views)
     made = set(hive.list_tables(database)) - {"page"}
     assert made == {v.name for v in views} - {"tracks", "signed_up"}
+
+
+@pytest.mark.spark
+def test_partitions_move_in_one_metastore_call_without_statements(
+    hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A rewrite's switch (``set_partition_locations``): the existing partitions in one
+    ``alterPartitions``, the missing ones in one ``createPartitions``, no SQL statement (before: two
+    statements and a refresh per partition)."""
+    spec = table(tmp_path)
+    hive.ensure_table(spec)
+    hive.add_partitions(spec, hours(1)[:20])
+    queries: list[str] = []
+    calls: list[str] = []
+    sql, external = hive.spark.sql, hive._jvm()["external"]
+
+    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+        queries.append(query)
+        return sql(query, *args, **kwargs)
+
+    class Counted:  # the session's external catalog, its calls counted
+        def __getattr__(self, name: str) -> Any:
+            calls.append(name)
+            return getattr(external, name)
+
+    monkeypatch.setattr(hive.spark, "sql", counted)
+    monkeypatch.setitem(hive._jvm_refs, "external", Counted())
+    moves = [(values, str(tmp_path / "v-2" / "-".join(values))) for values in hours(1)]  # 4 missing
+    for _ in range(2):  # the second: a rerun after a crash
+        assert hive.set_partition_locations(spec.database, spec.name, spec.partition_keys, moves)
+    assert queries == []
+    assert calls.count("alterPartitions") == 2 and calls.count("createPartitions") == 1
+    assert hive.partitions(spec.database, spec.name) == hours(1)
+    for values, location in (moves[0], moves[23]):
+        assert partition_location(hive, spec, values) == location
+    assert not hive.set_partition_locations(spec.database, "no_such_table", spec.partition_keys, moves)
