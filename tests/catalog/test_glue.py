@@ -30,6 +30,11 @@ from eventlake.config import (
     write_initial_config,
 )
 from eventlake.errors import ConfigError, DependencyError, PermissionsError
+from eventlake.schema.warehouse import LakeTable, View, warehouse_views
+from eventlake.storage import LocalStorage
+from eventlake.sync.protocol.commit import apply
+from eventlake.sync.protocol.manifest import ADD_COLUMNS, CREATE, NONE, Manifest, TableChange, TableEntry
+from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import parse_timestamp
 
 from .conftest import clean_env, write_archive
@@ -341,3 +346,61 @@ def test_missing_credentials_are_a_permissions_error(monkeypatch: pytest.MonkeyP
     )
     with pytest.raises(PermissionsError, match="Glue refused listing tables of db"):
         glue.list_tables("db")
+
+
+@pytest.mark.integration
+def test_views_are_written_only_when_their_definition_changed(
+    glue: GlueCatalog, database: str, calls: Counter[str], tmp_path: Path
+) -> None:
+    tables = {"page": COLUMNS, "track_signed_up": (*COLUMNS, ("event", "string"))}
+
+    def views() -> list[View]:
+        return list(warehouse_views([LakeTable(n, n, c) for n, c in tables.items()]).views)
+
+    for name, columns in tables.items():
+        glue.ensure_table(TableSpec(database, name, columns, ("day", "hr"), str(tmp_path / name)))
+    calls.clear()
+    assert glue.replace_views(database, views()) == []
+    assert calls["CreateTable"] == len(views()) and calls["GetTable"] == 0
+    calls.clear()
+    assert glue.replace_views(database, views()) == []  # nothing changed: one listing, no write
+    assert dict(calls) == {"GetTables": 1}
+    calls.clear()
+    tables["track_signed_up"] += (("properties_plan", "string"),)  # only the event's view changes
+    glue.add_columns(database, "track_signed_up", [("properties_plan", "string")])
+    calls.clear()
+    glue.replace_views(database, views())
+    assert dict(calls) == {"GetTables": 1, "UpdateTable": 1}
+    view = glue.client.get_table(DatabaseName=database, Name="signed_up")["Table"]
+    assert "plan" in [c["Name"] for c in view["StorageDescriptor"]["Columns"]]
+
+
+@pytest.mark.integration
+def test_a_commit_asks_glue_only_for_what_changed(
+    glue: GlueCatalog, database: str, calls: Counter[str], tmp_path: Path
+) -> None:
+    """A sync's commit (``apply``) of a micro-batch with nothing new for the catalog reads the
+    partitions once and writes nothing; a new property writes the table and the one view reading it."""
+    lake = tmp_path / "lake"
+    storage = LocalStorage()
+    folder = lake / "segment-data" / "data" / "src" / "segment_type=track_signed_up"
+    columns = (*COLUMNS, ("event", "string"))
+    hour = (("2026-11-01", "00"),)
+
+    def commit(run: str, change: TableChange, columns: tuple[tuple[str, str], ...]) -> None:
+        spec = TableSpec(database, "track_signed_up", columns, ("day", "hr"), str(folder))
+        stage = str(lake / "segment-stage" / run)
+        entry = TableEntry(spec, hour, change)
+        manifest = Manifest(run, "src", (), (), (entry,), "", (), stage)
+        apply(manifest, glue, SyncState(storage, lake, "src"), storage, lake)
+
+    commit("r1", CREATE, columns)
+    assert calls["CreateTable"] == 1 + 8  # the table and its 8 warehouse views
+    calls.clear()
+    commit("r2", NONE, columns)  # the same hour again, no new column
+    assert dict(calls) == {"BatchGetPartition": 1}
+    calls.clear()
+    commit("r3", ADD_COLUMNS, (*columns, ("properties_plan", "string")))
+    assert calls["UpdateTable"] == 2 and calls["CreateTable"] == 0  # the table, the signed_up view
+    view = glue.client.get_table(DatabaseName=database, Name="signed_up")["Table"]
+    assert "plan" in [c["Name"] for c in view["StorageDescriptor"]["Columns"]]

@@ -14,6 +14,9 @@ from pyspark.sql.utils import AnalysisException
 from eventlake.catalog import TableSpec
 from eventlake.catalog import hive as hive_module
 from eventlake.catalog.hive import HiveCatalog, _shared_prefix
+from eventlake.schema.warehouse import LakeTable, View, warehouse_views
+
+from .test_contract import partition_location
 
 COLUMNS = (("message_id", "string"), ("received_at", "timestamp"))
 _numbers = itertools.count(1)
@@ -159,3 +162,107 @@ def test_a_long_lived_catalog_asks_nothing_for_the_partitions_it_knows(
     assert hive.partitions(spec.database, spec.name) == hours(1)[:3]
     hive.add_partitions(spec, hours(1) + hours(2))  # many: listed first, the missing ones in statements
     assert listings == [45] and len(hive.partitions(spec.database, spec.name)) == 48
+
+
+def _views(database: str, tables: dict[str, tuple[tuple[str, str], ...]]) -> list[View]:
+    """The warehouse views over these lake tables (by name: segment type and table name alike)."""
+    return list(warehouse_views([LakeTable(name, name, columns) for name, columns in tables.items()]).views)
+
+
+@pytest.mark.spark
+def test_views_are_written_only_when_their_definition_changed(
+    hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    database = f"hive_views_{next(_numbers)}"
+    tables = {"page": COLUMNS, "track_signed_up": (*COLUMNS, ("event", "string"))}
+    hive.ensure_database(database)
+    for name, columns in tables.items():
+        hive.create_table(TableSpec(database, name, columns, ("day", "hr"), str(tmp_path / name)))
+    written: list[str] = []
+    sql = hive.spark.sql
+
+    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+        if query.startswith("CREATE OR REPLACE VIEW"):
+            written.append(query.split()[4].split(".")[1].strip("`"))
+        return sql(query, *args, **kwargs)
+
+    monkeypatch.setattr(hive.spark, "sql", counted)
+    assert hive.replace_views(database, _views(database, tables)) == []
+    assert sorted(written) == sorted(v.name for v in _views(database, tables))  # all new
+    written.clear()
+    assert hive.replace_views(database, _views(database, tables)) == []  # nothing changed: no statement
+    assert written == []
+
+    # a property column: the event's view changes, the others (tracks has no properties) stay
+    tables["track_signed_up"] += (("properties_plan", "string"),)
+    hive.add_columns(database, "track_signed_up", [("properties_plan", "string")])
+    hive.replace_views(database, _views(database, tables))
+    assert written == ["signed_up"]
+    assert "plan" in hive.spark.table(f"{database}.signed_up").columns
+    written.clear()
+    # a new table: its view is created and tracks, which reads it, replaced; a context column of
+    # page changes pages only
+    tables["track_order_completed"] = (*COLUMNS, ("event", "string"))
+    tables["page"] += (("context_locale_x", "string"),)
+    hive.add_columns(database, "page", [("context_locale_x", "string")])
+    spec = TableSpec(database, "track_order_completed", tables["track_order_completed"], ("day", "hr"),
+                     str(tmp_path / "orders"))  # fmt: skip
+    hive.create_table(spec)
+    hive.replace_views(database, _views(database, tables))
+    assert sorted(written) == ["order_completed", "pages", "tracks"]
+    assert "context_locale_x" in hive.spark.table(f"{database}.pages").columns
+    assert hive.spark.sql(f"SELECT count(*) FROM {database}.tracks").collect()[0][0] == 0
+
+
+@pytest.mark.spark
+def test_a_view_that_fails_does_not_keep_the_others_from_being_written(
+    hive: HiveCatalog, tmp_path: Path
+) -> None:
+    """E.g. Derby keeps at most 32,700 characters of a view's text: ``tracks`` over some thirty
+    event tables does not fit; ``pages`` and the rest are still made."""
+    database = f"hive_views_{next(_numbers)}"
+    hive.ensure_database(database)
+    hive.create_table(TableSpec(database, "page", COLUMNS, ("day", "hr"), str(tmp_path / "page")))
+    # track_signed_up is not created: tracks and signed_up cannot be analysed
+    views = _views(database, {"page": COLUMNS, "track_signed_up": (*COLUMNS, ("event", "string"))})
+    assert views[0].name == "tracks"
+    with pytest.raises(AnalysisException, match="track_signed_up"):
+        hive.replace_views(database, views)
+    made = set(hive.list_tables(database)) - {"page"}
+    assert made == {v.name for v in views} - {"tracks", "signed_up"}
+
+
+@pytest.mark.spark
+def test_partitions_move_in_one_metastore_call_without_statements(
+    hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A rewrite's switch (``set_partition_locations``): the existing partitions in one
+    ``alterPartitions``, the missing ones in one ``createPartitions``, no SQL statement (before: two
+    statements and a refresh per partition)."""
+    spec = table(tmp_path)
+    hive.ensure_table(spec)
+    hive.add_partitions(spec, hours(1)[:20])
+    queries: list[str] = []
+    calls: list[str] = []
+    sql, external = hive.spark.sql, hive._jvm()["external"]
+
+    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+        queries.append(query)
+        return sql(query, *args, **kwargs)
+
+    class Counted:  # the session's external catalog, its calls counted
+        def __getattr__(self, name: str) -> Any:
+            calls.append(name)
+            return getattr(external, name)
+
+    monkeypatch.setattr(hive.spark, "sql", counted)
+    monkeypatch.setitem(hive._jvm_refs, "external", Counted())
+    moves = [(values, str(tmp_path / "v-2" / "-".join(values))) for values in hours(1)]  # 4 missing
+    for _ in range(2):  # the second: a rerun after a crash
+        assert hive.set_partition_locations(spec.database, spec.name, spec.partition_keys, moves)
+    assert queries == []
+    assert calls.count("alterPartitions") == 2 and calls.count("createPartitions") == 1
+    assert hive.partitions(spec.database, spec.name) == hours(1)
+    for values, location in (moves[0], moves[23]):
+        assert partition_location(hive, spec, values) == location
+    assert not hive.set_partition_locations(spec.database, "no_such_table", spec.partition_keys, moves)

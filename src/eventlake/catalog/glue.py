@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from eventlake.catalog.base import Catalog, Column, ListedTable, TableSpec
+from eventlake.catalog.base import NOT_A_VIEW, Catalog, Column, ListedTable, TableSpec
 from eventlake.config import CatalogSettings
 from eventlake.errors import ConfigError, DependencyError, EventLakeError, PermissionsError
 from eventlake.schema.storage_formats import FORMATS
@@ -499,24 +499,29 @@ class GlueCatalog(Catalog):
             Name=table,
         )
 
-    def replace_views(self, database: str, views: Sequence[View]) -> list[str]:
-        """Athena's views (Presto views: the SQL and its columns, base64-encoded in the view text),
-        created, or replaced when their text changed (each update is a new table version)."""
-        left = []
-        for view in views:
-            table_input = athena_view(database, view)
-            found = self._get_table(database, view.name)
-            if found is not None and found.get("TableType") != "VIRTUAL_VIEW":
-                left.append(view.name)
-                continue
-            if found is not None and found.get("ViewOriginalText") == table_input["ViewOriginalText"]:
-                continue
-            operation = "update_table" if found is not None else "create_table"
-            self._call(
-                operation, f"{'replacing' if found else 'creating'} view {database}.{view.name}",
-                DatabaseName=database, TableInput=table_input,
-            )  # fmt: skip
-        return left
+    def view_definitions(self, database: str, names: Sequence[str]) -> dict[str, object]:
+        """GetTables (100 a call) instead of a GetTable per view: each view's ``ViewOriginalText``
+        (Athena's Presto view: the SQL and its columns), :data:`NOT_A_VIEW` for a table."""
+        wanted = set(names)
+        tables = self._pages(
+            "get_tables", "TableList", f"listing tables of {database}", DatabaseName=database
+        )
+        return {
+            t["Name"]: t.get("ViewOriginalText") if t.get("TableType") == "VIRTUAL_VIEW" else NOT_A_VIEW
+            for t in tables
+            if t["Name"] in wanted
+        }
+
+    def view_definition(self, database: str, view: View) -> object:
+        return athena_view(database, view)["ViewOriginalText"]
+
+    def write_view(self, database: str, view: View, replace: bool) -> None:
+        """CreateTable, or UpdateTable of a view whose text changed (each is a new table version)."""
+        self._call(
+            "update_table" if replace else "create_table",
+            f"{'replacing' if replace else 'creating'} view {database}.{view.name}",
+            DatabaseName=database, TableInput=athena_view(database, view),
+        )  # fmt: skip
 
     def drop_database(self, database: str) -> None:
         for table in self.list_tables(database):

@@ -22,7 +22,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import convert_exception
 from pyspark.sql import SparkSession
 
-from eventlake.catalog.base import Catalog, Column, ListedTable, TableSpec
+from eventlake.catalog.base import NOT_A_VIEW, Catalog, Column, ListedTable, TableSpec
 from eventlake.catalog.hive_descriptor import describe_json_table, is_json_table, read_descriptor
 from eventlake.schema.warehouse import View, view_sql
 from eventlake.storage import hadoop_uri
@@ -228,17 +228,57 @@ class HiveCatalog(Catalog):
         values: tuple[str, ...],
         location: str,
     ) -> bool:
-        """``ALTER TABLE ... PARTITION (...) SET LOCATION``, after ``ADD IF NOT EXISTS`` of the
-        partition there (a partition the table lacks)."""
-        if self.table_columns(database, table) is None:
+        return self.set_partition_locations(database, table, partition_keys, [(values, location)])
+
+    def set_partition_locations(
+        self,
+        database: str,
+        table: str,
+        partition_keys: tuple[str, ...],
+        moves: Sequence[tuple[tuple[str, ...], str]],
+    ) -> bool:
+        """What ``ALTER TABLE ... PARTITION (...) SET LOCATION`` does (the partition's storage
+        with the new location, through the external catalog), for every partition of ``moves`` in
+        one ``alterPartitions`` call (one metastore request), after one listing of the table's
+        partitions under the leading values they share; the missing ones are created there in one
+        ``createPartitions``. Before, two statements and a table refresh per partition (a replay
+        of a week moves thousands)."""
+        external = self._jvm()["external"]
+        if not (external.databaseExists(database) and external.tableExists(database, table)):
             return False
-        name = f"{_ident(database)}.{_ident(table)}"
-        keys = ", ".join(f"{_ident(k)}={_literal(v)}" for k, v in zip(partition_keys, values, strict=True))
-        where = _literal(hadoop_uri(location))
-        self.spark.sql(f"ALTER TABLE {name} ADD IF NOT EXISTS PARTITION ({keys}) LOCATION {where}")
-        self.spark.sql(f"ALTER TABLE {name} PARTITION ({keys}) SET LOCATION {where}")
-        self._known.setdefault((database, table), set()).add(tuple(values))
-        self.spark.catalog.refreshTable(name)
+        if not moves:
+            return True
+        wanted = {tuple(values): location for values, location in moves}
+        jvm, gateway = self._jvm(), self._gateway()
+        shared = _shared_prefix(partition_keys, list(wanted))
+        partial = gateway.scala.Option.apply(jvm["PythonUtils"].toScalaMap(shared) if shared else None)
+        listed = external.listPartitions(database, table, partial).iterator()
+        altered, found = [], set()
+        while listed.hasNext():
+            partition = listed.next()
+            spec = partition.spec()
+            values = tuple(spec.apply(key) for key in partition_keys)
+            if values not in wanted:
+                continue
+            found.add(values)
+            storage = partition.storage()
+            uri = jvm["CatalogUtils"].stringToURI(hadoop_uri(wanted[values]))
+            located = storage.copy(
+                jvm["Option"].apply(uri), *(getattr(storage, f"copy$default${i}")() for i in range(2, 8))
+            )
+            altered.append(
+                partition.copy(
+                    spec, located, partition.parameters(), partition.createTime(),
+                    partition.lastAccessTime(), partition.stats(),
+                )
+            )  # fmt: skip
+        if altered:
+            external.alterPartitions(database, table, jvm["PythonUtils"].toSeq(altered))
+        missing = [(values, location) for values, location in wanted.items() if values not in found]
+        if missing:
+            self._create_located(database, table, partition_keys, missing)
+        self._known.setdefault((database, table), set()).update(wanted)
+        self.spark.catalog.refreshTable(f"{_ident(database)}.{_ident(table)}")
         return True
 
     def _add_statement(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
@@ -257,29 +297,40 @@ class HiveCatalog(Catalog):
         )
 
     def _create_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
-        """``partitions`` in one external catalog call (one metastore request). Each py4j call is a
-        round trip (about 0.4 ms): the JVM classes and each table's storage format are looked up
-        once per catalog, not once per partition."""
+        """``partitions`` in one external catalog call (one metastore request)."""
+        located = [(values, spec.partition_location(values)) for values in partitions]
+        self._create_located(spec.database, spec.name, spec.partition_keys, located)
+
+    def _create_located(
+        self,
+        database: str,
+        table: str,
+        partition_keys: tuple[str, ...],
+        located: Sequence[tuple[tuple[str, ...], str]],
+    ) -> None:
+        """Partitions at these locations in one external catalog call. Each py4j call is a round
+        trip (about 0.4 ms): the JVM classes and each table's storage format are looked up once per
+        catalog, not once per partition."""
         jvm = self._jvm()
         external = jvm["external"]
-        storage, formats = self._storage.get((spec.database, spec.name), (None, None))
+        storage, formats = self._storage.get((database, table), (None, None))
         if storage is None:
             try:
-                storage = external.getTable(spec.database, spec.name).storage()
+                storage = external.getTable(database, table).storage()
             except Py4JJavaError as exc:  # no such table: the AnalysisException the statement raised
                 raise convert_exception(exc.java_exception) from None
             # the table's storage format, for each partition's copy with its location (Scala defaults)
             formats = [getattr(storage, f"copy$default${i}")() for i in range(2, 8)]
-            self._storage[(spec.database, spec.name)] = (storage, formats)
+            self._storage[(database, table)] = (storage, formats)
         now = int(time.time() * 1000)
         batch = []
-        for values in partitions:
-            location = jvm["CatalogUtils"].stringToURI(hadoop_uri(spec.partition_location(values)))
-            keys = jvm["PythonUtils"].toScalaMap(dict(zip(spec.partition_keys, values, strict=True)))
-            located = storage.copy(jvm["Option"].apply(location), *formats)
-            batch.append(jvm["CatalogTablePartition"](keys, located, jvm["empty_map"], now, -1, jvm["none"]))
+        for values, location in located:
+            uri = jvm["CatalogUtils"].stringToURI(hadoop_uri(location))
+            keys = jvm["PythonUtils"].toScalaMap(dict(zip(partition_keys, values, strict=True)))
+            at = storage.copy(jvm["Option"].apply(uri), *formats)
+            batch.append(jvm["CatalogTablePartition"](keys, at, jvm["empty_map"], now, -1, jvm["none"]))
         # ignoreIfExists: they may exist (registered by another writer, or before a crash)
-        external.createPartitions(spec.database, spec.name, jvm["PythonUtils"].toSeq(batch), True)
+        external.createPartitions(database, table, jvm["PythonUtils"].toSeq(batch), True)
 
     def _gateway(self) -> Any:
         """The session's py4j view of the JVM (pyspark types it Optional: None once stopped)."""
@@ -347,17 +398,37 @@ class HiveCatalog(Catalog):
         rows = self.spark.sql(f"SHOW PARTITIONS {_ident(database)}.{_ident(table)}").collect()
         return sorted(_partition_values(row[0]) for row in rows)
 
-    def replace_views(self, database: str, views: Sequence[View]) -> list[str]:
+    def view_definitions(self, database: str, names: Sequence[str]) -> dict[str, object]:
+        """One metastore call (``getTablesByName``) for every name: a view's text and columns as
+        Spark stored them (Spark, the Thrift server and dbt-spark read these views)."""
         external = self._jvm()["external"]
-        left = []
-        for view in views:  # Spark views in the metastore: Spark, the Thrift server and dbt-spark read them
-            if external.tableExists(database, view.name):
-                if external.getTable(database, view.name).tableType().name() != "VIEW":
-                    left.append(view.name)
-                    continue
-            name = f"{_ident(database)}.{_ident(view.name)}"
-            self.spark.sql(f"CREATE OR REPLACE VIEW {name} AS {view_sql(view, database, _ident)}")
-        return left
+        if not names or not external.databaseExists(database):
+            return {}
+        found = external.getTablesByName(database, self._gateway().PythonUtils.toSeq(list(names)))
+        held: dict[str, object] = {}
+        tables = found.iterator()
+        while tables.hasNext():
+            table = tables.next()
+            name = table.identifier().table()
+            if table.tableType().name() != "VIEW":
+                held[name] = NOT_A_VIEW
+                continue
+            text = table.viewText()
+            fields = orjson.loads(table.schema().json())["fields"]
+            kinds = (
+                _JSON_TYPE_NAMES.get(f["type"], f["type"]) if isinstance(f["type"], str) else None
+                for f in fields
+            )
+            columns = tuple(zip((f["name"] for f in fields), kinds, strict=True))
+            held[name] = (text.get() if text.isDefined() else None, columns)
+        return held
+
+    def view_definition(self, database: str, view: View) -> object:
+        return (view_sql(view, database, _ident), tuple(view.columns))
+
+    def write_view(self, database: str, view: View, replace: bool) -> None:
+        name = f"{_ident(database)}.{_ident(view.name)}"
+        self.spark.sql(f"CREATE OR REPLACE VIEW {name} AS {view_sql(view, database, _ident)}")
 
     def drop_table(self, database: str, table: str) -> None:
         self._forget(database, table)
