@@ -53,6 +53,7 @@ import contextlib
 import gzip
 import io
 import json
+import logging
 import math
 import os
 import random
@@ -82,7 +83,8 @@ PROBE_EVENT = "Chaos Probe"
 START_TIMEOUT = 180.0
 STOP_TIMEOUT = 90.0
 COMMAND_TIMEOUT = 600.0
-ADMIN_ATTEMPTS = 3  # an operator runs a failed command again, at most this often
+ADMIN_ATTEMPTS = 5  # an operator runs a failed command again, at most this often
+ADMIN_BACKOFF = (10.0, 30.0, 60.0, 120.0)  # and waits longer each time (an outage lasts 30-90 s)
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -606,6 +608,10 @@ class Record:
         return (n for n, f in enumerate(self.flags) if f & mask == want)
 
     @property
+    def erased_count(self) -> int:
+        return sum(1 for f in self.flags if f & self.ERASED)
+
+    @property
     def handed_count(self) -> int:
         return sum(1 for f in self.flags if f & self.HANDED) + len(self.probes_handed)
 
@@ -628,6 +634,10 @@ class Load(threading.Thread):
     ) -> None:
         super().__init__(name="load", daemon=True)
         import segment.analytics.consumer as consumer
+
+        # the library warns once per message it refuses (its queue full): 1.5 million lines in the
+        # first full run; they are counted in ``dropped`` and printed once
+        logging.getLogger("segment").setLevel(logging.ERROR)
         from segment.analytics import Client
 
         self.rate, self.seconds, self.rng = rate, seconds, random.Random(seed)
@@ -1009,6 +1019,8 @@ class Outcome:
     unexpected_exits: list[int] = field(default_factory=list)
     statuses: Counter[str] = field(default_factory=Counter)
     sent: int = 0
+    sent_erased: int = 0  # of ``sent``: the erased user's (acknowledged or not, never counted as either)
+    dropped: int = 0  # messages the library refused (its queue full): never sent
     acked: int = 0
     never_acked: int = 0
     in_lake: int = 0
@@ -1043,7 +1055,9 @@ class Outcome:
         rows.append(("up exits not caused by a fault", str(len(self.unexpected_exits))))
         rows.append(("collector answers", ", ".join(f"{k}: {v}" for k, v in sorted(self.statuses.items()))))
         rows += [
-            ("messages sent / acknowledged", f"{self.sent:,} / {self.acked:,}"),
+            ("messages sent (of the erased user) / acknowledged",
+             f"{self.sent:,} ({self.sent_erased:,}) / {self.acked:,}"),
+            ("messages the library dropped (its queue full: never sent)", f"{self.dropped:,}"),
             ("in the lake (distinct ids)", f"{self.in_lake:,}"),
             ("acknowledged lost", str(len(self.lost))),
             ("acknowledged doubled", str(len(self.doubled))),
@@ -1295,14 +1309,15 @@ def _inject(
     threads: list[threading.Thread] = []
 
     def admin(kind: str, args: list[str]) -> None:
-        """An operator's command in its own process, tried again (10 s later) when it fails."""
+        """An operator's command in its own process, tried again when it fails, a little later
+        each time (:data:`ADMIN_BACKOFF`: three tries 10 s apart all fell inside one S3 outage)."""
         attempts = []
-        for _ in range(ADMIN_ATTEMPTS):
+        for attempt in range(ADMIN_ATTEMPTS):
             code, last = run_command(config, env, args, work / "commands.log")
             attempts.append(f"exit {code}" + (f" ({last[-150:]})" if code else ""))
-            if code == 0:
+            if code == 0 or attempt + 1 == ADMIN_ATTEMPTS:
                 break
-            time.sleep(10)
+            time.sleep(ADMIN_BACKOFF[min(attempt, len(ADMIN_BACKOFF) - 1)])
         out.admin[kind] = "; ".join(attempts)
         say(f"+{time.monotonic() - began:.0f}s {kind} done: {out.admin[kind]}")
 
@@ -1340,7 +1355,12 @@ def _inject(
             later(fault.duration, proxy.heal)
             note = f"{fault.detail} for {fault.duration:.0f} s"
         elif kind == "second_up":
+            # the previous one may still be stopping (it finishes its sync first): wait for it, as
+            # skipping cost the first full run its third second machine
+            with contextlib.suppress(TimeoutError):
+                wait_for(lambda: not second.alive(), START_TIMEOUT, "the second up's stop")
             if second.alive():
+                out.fault_notes.append(f"+{time.monotonic() - began:.0f}s second_up: skipped, still stopping")
                 continue
             second.start()
             later(fault.duration, second.stop)
@@ -1377,7 +1397,7 @@ def _inject(
     for timer in timers:  # the lifting of the last faults
         timer.join(900)
     for thread in threads:
-        thread.join(ADMIN_ATTEMPTS * (COMMAND_TIMEOUT + 15))
+        thread.join(ADMIN_ATTEMPTS * COMMAND_TIMEOUT + sum(ADMIN_BACKOFF) + 15)
 
 
 def _verify(
@@ -1390,6 +1410,8 @@ def _verify(
     out.erased_in_archive = catalog.archive_mentions(prefix, ERASED)
     out.statuses = load.statuses
     out.sent = record.handed_count
+    out.sent_erased = record.erased_count
+    out.dropped = load.dropped
     acked_probes = set(record.probes_acked)
     never_probes = record.probes_handed - acked_probes
     out.acked = sum(1 for _ in record.numbers(acked=True)) + len(acked_probes)

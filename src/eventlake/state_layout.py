@@ -253,6 +253,13 @@ def sql_service_dir(state: Path) -> Path:
     return state / "sql-service"
 
 
+def compaction_clock_file(state: Path) -> Path:
+    """When the engine of ``eventlake up`` last compacted (or, before its first compaction, first
+    started): the wall-clock time, in seconds, as text. Its schedule survives its restarts (see
+    :class:`eventlake.scheduler.engine.Interval`)."""
+    return state / "engine" / "compacted-at"
+
+
 def sql_service_file(state: Path, pid: int) -> Path:
     """The record of the HiveServer2 (Spark Thrift server) that process ``pid`` serves:
     ``{"host", "port", "pid", "kind", "app_id", "started"}``; stale once ``pid`` is gone."""

@@ -40,11 +40,13 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
-from eventlake import progress
+from eventlake import progress, state_layout
 from eventlake.config import CatalogKind, Settings, SourcesWatch
 from eventlake.progress import Say
+from eventlake.storage.local import write_atomic
 
 ENGINE_APP_NAME = "eventlake-engine"
 SYNC_POOL = "sync"
@@ -54,6 +56,46 @@ ENGINE_CONF = (
     # jobs of different pools share the cores: a query (default pool) runs beside a sync (SYNC_POOL)
     ("spark.scheduler.mode", "FAIR"),
 )
+
+
+class Interval:
+    """A task due every ``every`` seconds, whose clock survives the engine's restarts: the moment it
+    was last done (or, before it ever was, the first start) is kept in ``path`` as wall-clock time,
+    and a new engine counts on from there. Kept in memory only, the schedule began again at every
+    start: an ``up`` restarted more often than ``[compact] interval_seconds`` (a crash loop, a
+    deploy every half hour) never compacted, and its lake's small files grew without end (found by
+    bench/chaos.py: five restarts in an hour, one compaction). Within a process the monotonic
+    clock decides; across restarts the wall clock, clamped to ``[0, every]`` (a clock stepped back
+    delays the next run by at most one interval, one stepped forward brings it forward)."""
+
+    def __init__(self, path: Path, every: float) -> None:
+        self.path, self.every = path, every
+        recorded = self._recorded()
+        now = time.time()
+        if recorded is None:
+            self._record(now)  # the first start begins the schedule
+            recorded = now
+        self.last = time.monotonic() - min(max(now - recorded, 0.0), every)
+
+    def due(self) -> bool:
+        return self.every > 0 and time.monotonic() - self.last >= self.every
+
+    def done(self) -> None:
+        self.last = time.monotonic()
+        self._record(time.time())
+
+    def _recorded(self) -> float | None:
+        try:
+            return float(self.path.read_text().strip())
+        except (OSError, ValueError):  # none yet, or damaged: the schedule begins now
+            return None
+
+    def _record(self, at: float) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.path, f"{at:.3f}\n".encode())
+        except OSError:  # a full disk: the schedule is kept in memory until the next record
+            pass
 
 
 class EngineStopped(BaseException):
@@ -97,7 +139,10 @@ def run_engine(settings: Settings, say: Say = progress.say, max_syncs: int | Non
     try:
         spark, catalog, server = _start(engine_settings(settings), engine_say)
         syncs = 0
-        compacted = time.monotonic()  # the first compaction one interval after the start
+        # the first compaction one interval after the last one, or after the first start
+        compaction = Interval(
+            state_layout.compaction_clock_file(settings.lake.state_dir), settings.compact.interval_seconds
+        )
         retained = float("-inf")  # retention (when set) after the first sync, then every interval
         while not state.stop.is_set():
             started = time.monotonic()
@@ -107,10 +152,10 @@ def run_engine(settings: Settings, say: Say = progress.say, max_syncs: int | Non
                 engine_say("the Spark session is gone; exiting (up starts a new engine)")
                 return 1
             syncs += 1
-            every = settings.compact.interval_seconds
-            if every > 0 and time.monotonic() - compacted >= every:
+            compaction.every = settings.compact.interval_seconds
+            if compaction.due():
                 _compact_once(settings, spark, catalog, say, engine_say)
-                compacted = time.monotonic()
+                compaction.done()
             retention = settings.retention
             if (retention.archive_days or retention.table_days) and (
                 time.monotonic() - retained >= retention.interval_seconds
