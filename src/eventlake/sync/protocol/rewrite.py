@@ -377,7 +377,7 @@ def retire_partitions(
             "table": spec.name,
             "keys": list(spec.partition_keys),
             "values": [list(v) for v in values],
-        },  # fmt: skip
+        },
     }
     storage.write(
         state_layout.retired_file(lake, source_id, run.id), orjson.dumps(document, option=orjson.OPT_INDENT_2)
