@@ -162,6 +162,23 @@ def test_a_reports_day_merged_on_an_object_store_is_registered_at_its_version_fo
     assert catalog.locations == {(spec.database, spec.name, ("s1", "2026-11-20")): str(where)}
 
 
+def test_a_partition_retention_dropped_is_not_registered_again(tmp_path: Path) -> None:
+    """During its grace period a dropped partition keeps its files, and its current version is
+    retention's empty one (a marker only): the repair does not bring it back into the catalog."""
+    table = layout.table_dir(tmp_path / "lake", "src", "page")
+    for hour in ("07", "08"):
+        touch(table / "day=2026-11-20" / f"hr={hour}" / "part-20261120T070000123Z-1a2b-00000.parquet")
+    dropped = table / "day=2026-11-20" / "hr=07"
+    run = "compact-20261222T000100123Z-1a2b3c4d5e6f7a8b"
+    empty = layout.version_dir(dropped, layout.version_folder_name(1, run))
+    touch(empty / layout.compaction_marker_name(run))
+    spec = TableSpec("web", "page", COLUMNS, ("day", "hr"), str(table))
+    assert table_partitions(DISK, spec).all == [("2026-11-20", "08")]
+    catalog = MemoryCatalog()
+    repair_table(catalog, DISK, spec)
+    assert catalog.partitions("web", "page") == [("2026-11-20", "08")]
+
+
 def test_repair_table_creates_then_keeps_and_completes(tmp_path: Path) -> None:
     table = tmp_path / "t"
     touch(table / "day=2026-11-20" / "hr=07" / "part-0.parquet")

@@ -493,19 +493,14 @@ class LakeModel(RuleBasedStateMachine):
     @invariant()
     def no_file_deleted_under_a_reader(self) -> None:
         """On an object store, a file a catalog reader read stays for ``sync.rewrite_grace_minutes``
-        after it was last read (a query that planned on it may still read it), unless retention
+        after it was last read (a query that planned on it may still read it), also when retention
         dropped its partition."""
         if not hasattr(self, "world") or self.kind == "local":
             return
         grace = timedelta(minutes=self.world.settings.sync.rewrite_grace_minutes)
-        keys = layout.partition_columns(self.world.source.date_partition)
-        cutoff = self.clock.now - timedelta(days=RETENTION.table_days)
-        for where, (when, values) in sorted(self.read_files.items()):
+        for where, (when, _) in sorted(self.read_files.items()):
             if when + grace <= self.clock.now:
                 del self.read_files[where]
-                continue
-            period = layout.partition_period(keys, values)
-            if period is not None and period[1] <= cutoff:
                 continue
             assert self.world.exists(where), (
                 f"{where}: deleted {self.clock.now - when} after a catalog reader read it (grace {grace})\n"

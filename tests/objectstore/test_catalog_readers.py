@@ -3,7 +3,8 @@ does only what Athena does (Glue GetPartitions, list each partition's location, 
 file there) reads, in every partition, the rows before a rewrite or the rows after it, never
 another count, while a compaction, a replay, a user deletion and ``schema set-type`` rewrite the
 lake on S3 (moto) with its tables in Glue, after the grace period deletes the old files, and while
-retention deletes partitions. So does a reader that lists each location recursively and hides
+retention drops partitions (a read planned before the drop reads their files: they stay for the
+grace period too). So does a reader that lists each location recursively and hides
 nothing (no ``_`` or ``.`` rule): no version of a partition lies inside a location a reader may use
 (they are in ``segment-data/versions/``), and no location has a part starting with ``_`` or ``.``."""
 
@@ -220,11 +221,15 @@ def test_a_reader_through_glue_sees_each_partition_before_or_after_every_rewrite
     appended = {**after, ("track_order_completed", ("2026-11-19", "07")): 11}
     assert reader.lake(database) == appended == duckdb_counts(lake)
     assert AthenaLike(moto.endpoint, hide=False).lake(database) == appended
-    # retention deletes hour 07 (the catalog's partition first, then its folder and its versions):
-    # a reader sees it whole, or not at all (a read that took the partition from Glue before the
-    # drop and lists it after the delete finds it empty: that is its deletion, no grace period)
-    kept = settings.retention
-    settings = dataclasses.replace(settings, retention=dataclasses.replace(kept, table_days=1))
+    # retention drops hour 07 (recorded, an empty version for eventlake's readers, then out of
+    # Glue): a reader sees it whole, or not at all; one that took the partition from Glue before the
+    # drop still reads its files, which stay for the grace period
+    kept, no_grace = settings.retention, settings.sync
+    settings = dataclasses.replace(
+        settings,
+        retention=dataclasses.replace(kept, table_days=1),
+        sync=dataclasses.replace(no_grace, rewrite_grace_minutes=60),
+    )
     now = DAY + timedelta(days=1, hours=8, minutes=30)  # hour 07 ended more than a day before
 
     def retention() -> None:
@@ -232,22 +237,34 @@ def test_a_reader_through_glue_sees_each_partition_before_or_after_every_rewrite
         assert result.status == "Success", result
 
     gone = {key for key in appended if key[1][1] == "07"}
+    planned = {
+        (table, tuple(p["Values"])): p["StorageDescriptor"]["Location"]
+        for table in TABLES
+        for p in reader.glue.get_partitions(DatabaseName=database, TableName=table)["Partitions"]
+    }
     for hide, counts in watch.during(retention):
         assert set(counts) - set(appended) == set() and set(appended) - set(counts) <= gone, (hide, counts)
-        assert all(n == appended[key] or (key in gone and n == 0) for key, n in counts.items()), (
-            hide,
-            counts,
-        )
+        assert all(n == appended[key] for key, n in counts.items()), (hide, counts)
     remaining = {key: n for key, n in appended.items() if key not in gone}
     assert reader.lake(database) == remaining == duckdb_counts(lake)
-    # nothing of hour 07 is left, in the table's folders or in the versions tree
+    # a query that planned hour 07 before the drop reads it whole within the grace period
+    assert {key: reader.rows(planned[key]) for key in gone} == {key: appended[key] for key in gone}
     storage, data = settings.lake.storage(), layout.source_data_dir(settings.lake.root, lake.source.dir_name)
-    left = [
-        str(info.path)
-        for folder in (data, layout.versions_dir(data))
-        for info in storage.list(folder, "**/*")
-    ]
-    assert any("/hr=08/" in path for path in left) and not any("/hr=07/" in path for path in left), left
+
+    def left() -> list[str]:
+        return [
+            str(info.path)
+            for folder in (data, layout.versions_dir(data))
+            for info in storage.list(folder, "**/*")
+        ]
+
+    assert any("/hr=07/" in path for path in left())
+    # past the grace period the next job deletes them: nothing of hour 07 is left, in the table's
+    # folders or in the versions tree
+    settings = dataclasses.replace(settings, sync=no_grace)
+    for hide, counts in watch.during(lambda: compact_sources(settings, [lake.slug], say=quiet)):
+        assert counts == remaining, (hide, counts)
+    assert any("/hr=08/" in path for path in left()) and not any("/hr=07/" in path for path in left()), left()
 
 
 def test_partitions_rewritten_into_their_folder_by_an_earlier_version_move_out_at_their_next_rewrite(

@@ -1,5 +1,8 @@
 """Retention on a real lake: old archive days and table partitions go (catalog, files, both
-engines), unsynced archive files stay, a dry run changes nothing, an interrupted run is finished."""
+engines), unsynced archive files stay, a dry run changes nothing, an interrupted run is finished.
+An expired partition stops being served at once, but its files stay for the grace period (a query
+planned before the drop still reads them), and a kill at any step neither loses them nor brings
+the partition back."""
 
 from __future__ import annotations
 
@@ -7,10 +10,12 @@ import dataclasses
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from eventlake import layout, state_layout
 from eventlake.catalog import load_catalog
+from eventlake.catalog.repair import repair_catalog
 from eventlake.config import RetentionSettings, load_settings
 from eventlake.errors import ConfigError, UsageError
 from eventlake.query import run_query
@@ -19,8 +24,9 @@ from eventlake.sync.maintenance.retention import apply_retention
 from eventlake.sync.protocol.manifest import Manifest
 from eventlake.sync.protocol.state import SyncState
 from eventlake.timestamps import now_utc, parse_timestamp
+from tests.catalog.test_contract import partition_location
 from tests.conftest import Lake
-from tests.sync.test_sync import track
+from tests.sync.test_sync import Killed, kill_on_call, track
 
 pytestmark = pytest.mark.spark
 NOW = parse_timestamp("2026-11-20T12:00:00Z")
@@ -36,6 +42,12 @@ def quiet(line: str) -> None:
 def keeping(lake: Lake, archive_days: int = 7, table_days: int = 7) -> Lake:
     settings = dataclasses.replace(lake.settings, retention=RetentionSettings(archive_days, table_days))
     return dataclasses.replace(lake, settings=settings)
+
+
+def no_grace(lake: Lake) -> Lake:
+    """The lake with ``sync.rewrite_grace_minutes = 0``: old and dropped files go at the next job."""
+    sync = dataclasses.replace(lake.settings.sync, rewrite_grace_minutes=0)
+    return dataclasses.replace(lake, settings=dataclasses.replace(lake.settings, sync=sync))
 
 
 def retain(lake: Lake, spark, **options):
@@ -94,10 +106,7 @@ def test_old_archive_days_and_partitions_go_from_files_catalog_and_both_engines(
         assert message_ids(synced, spark, engine) == ["recent-1"]
     catalog = load_catalog(synced.settings, spark)
     assert catalog.partitions(synced.source.database, "track_order_completed") == [("2026-11-19", "08")]
-    table = Path(layout.table_dir(synced.settings.lake.root, synced.source.id, "track_order_completed"))
-    assert sorted(p.relative_to(table).as_posix() for p in table.rglob("*.parquet"))[0].startswith(
-        "day=2026-11-19/"
-    )
+    assert expired_files(synced), "their files stay for the grace period"
     again = retain(synced, spark)  # nothing left past retention (the unsynced file is still kept)
     assert (again.status, again.expired, again.unsynced_files) == ("Nothing to do", [], 1)
     [late] = run_sync(synced.settings, [synced.slug], spark=spark, say=quiet)
@@ -106,8 +115,9 @@ def test_old_archive_days_and_partitions_go_from_files_catalog_and_both_engines(
 
 
 def test_an_interrupted_run_is_finished_by_the_next(synced: Lake, spark) -> None:
-    """Killed after the catalog drop (files left) or with a folder gone and the catalog not yet
-    told: the next run deletes what is left either way."""
+    """Left by a version before the grace period (dropped from the catalog, files left; or a folder
+    gone and the catalog not yet told): the next run deletes what is left either way."""
+    synced = no_grace(synced)
     catalog = load_catalog(synced.settings, spark)
     database, table = synced.source.database, "track_order_completed"
     spec = next(s for s in _specs(synced) if s.name == table)
@@ -143,11 +153,132 @@ def test_an_interrupted_sync_is_completed_before_its_expired_partitions_go(synce
     )  # fmt: skip
     state = SyncState(synced.settings.lake.storage(), root, source_id)
     state.write_pending(manifest)
+    synced = no_grace(synced)
     retain(synced, spark, dry_run=True)
     assert state.pending() == [manifest] and not (folder / "late.parquet").exists()
     retain(synced, spark)
     assert state.pending() == [] and not folder.exists() and not staged.exists()
     assert message_ids(synced, spark, "duckdb") == ["recent-1"]
+
+
+EXPIRED = (("2026-11-01", "23"), ("2026-11-10", "07"))
+TABLE = "track_order_completed"
+
+
+def expired_files(lake: Lake) -> list[Path]:
+    """Every file left of the expired partitions, in the table's folder and its versions tree."""
+    table = layout.table_dir(lake.settings.lake.root, lake.source.id, TABLE)
+    versions = layout.versions_dir(table)
+    assert versions is not None
+    return sorted(
+        path
+        for root in (Path(table), Path(versions))
+        for path in root.rglob("*")
+        if path.is_file() and any(f"day={day}/hr={hr}" in path.as_posix() for day, hr in EXPIRED)
+    )
+
+
+def retired_records(lake: Lake) -> list[Path]:
+    return sorted(Path(state_layout.retired_dir(lake.settings.lake.root, lake.source.id)).glob("*.json"))
+
+
+def test_a_query_planned_before_the_drop_reads_the_files_for_the_grace_period(synced: Lake, spark) -> None:
+    """Trino or Athena plan a query with the partitions' locations in the catalog, then open their
+    files: one planned just before retention's drop still reads them (no HIVE_CANNOT_OPEN_SPLIT),
+    while no new query, of either engine or through the catalog, sees the partitions any more; the
+    files go at the first job past ``sync.rewrite_grace_minutes``."""
+    catalog = load_catalog(synced.settings, spark)
+    spec = next(s for s in _specs(synced) if s.name == TABLE)
+    planned = [
+        p for v in EXPIRED for p in sorted(Path(partition_location(catalog, spec, v)).glob("*.parquet"))
+    ]
+    assert len(planned) == 2, planned
+    result = retain(synced, spark)
+    assert result.status == "Success", result.error
+    assert [e.what.split(" ")[1] for e in result.expired if e.kind == "table"] == [
+        "day=2026-11-01/hr=23",
+        "day=2026-11-10/hr=07",
+    ]
+    read = sorted(m for path in planned for m in pq.read_table(path).column("message_id").to_pylist())
+    assert read == ["old-1", "older-1", "older-2"]  # the query planned before the drop finishes
+    for engine in ("duckdb", "spark"):  # a query that starts now does not see them
+        assert message_ids(synced, spark, engine) == ["recent-1"]
+    assert catalog.partitions(synced.source.database, TABLE) == [("2026-11-19", "08")]
+    # within the grace period: a rerun drops nothing more, catalog repair registers nothing again
+    again = retain(synced, spark)
+    assert [e for e in again.expired if e.kind == "table"] == [], again.expired
+    repair_catalog(synced.settings, [synced.slug], spark=spark, say=quiet)
+    assert catalog.partitions(synced.source.database, TABLE) == [("2026-11-19", "08")]
+    assert message_ids(synced, spark, "duckdb") == ["recent-1"]
+    assert all(path.exists() for path in planned) and retired_records(synced)
+    # the first job past the grace period (here a sync with nothing to read) deletes them
+    [synced_again] = run_sync(no_grace(synced).settings, [synced.slug], spark=spark, say=quiet)
+    assert synced_again.status in ("Success", "Nothing to do"), synced_again
+    assert expired_files(synced) == [] and retired_records(synced) == []
+    assert message_ids(synced, spark, "duckdb") == ["recent-1"]
+
+
+def _kill_in_deletes(monkeypatch, number: int) -> None:
+    """Kill at the ``number``-th delete of an expired partition's file (after the grace period)."""
+    from eventlake.storage.local import LocalStorage
+
+    original, calls = LocalStorage.delete, []
+
+    def delete(self, path):
+        if any(f"day={day}/hr={hr}" in str(path) for day, hr in EXPIRED):
+            calls.append(path)
+            if len(calls) == number:
+                raise Killed
+        return original(self, path)
+
+    monkeypatch.setattr(LocalStorage, "delete", delete)
+
+
+KILL_POINTS = {
+    "before the retired record": ("eventlake.state_layout", "retired_file", 1),
+    "before the empty versions": ("eventlake.partitions", "marker_document", 1),
+    "between the empty versions": ("eventlake.partitions", "marker_document", 2),
+    "before the catalog drop": ("eventlake.catalog.hive.HiveCatalog", "drop_partitions", 1),
+    "deleting the files after the grace": None,
+}
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_retention_killed_at_any_step_loses_nothing_and_brings_nothing_back(
+    synced: Lake, spark, monkeypatch, point
+) -> None:
+    """Killed at each step: the record, once written, is never lost, and the next job past the
+    grace period drops the partitions from the catalog (if the kill came first) and deletes their
+    files, even if retention does not run again; once the empty versions are there, no reader
+    sees the partitions' rows again."""
+    lake = no_grace(synced) if point == "deleting the files after the grace" else synced
+    with monkeypatch.context() as patch:
+        if KILL_POINTS[point] is None:
+            _kill_in_deletes(patch, 2)
+        else:
+            kill_on_call(patch, *KILL_POINTS[point])
+        with pytest.raises(Killed):
+            retain(lake, spark)
+    catalog = load_catalog(synced.settings, spark)
+    recorded = point != "before the retired record"
+    assert bool(retired_records(synced)) == recorded
+    hidden = point in ("before the catalog drop", "deleting the files after the grace")
+    if hidden:  # the empty versions are there: no reader of eventlake's sees the rows again
+        assert message_ids(synced, spark, "duckdb") == ["recent-1"]
+    # the next job past the grace period (not retention): what the record names goes
+    [after] = run_sync(no_grace(synced).settings, [synced.slug], spark=spark, say=quiet)
+    assert after.status in ("Success", "Nothing to do"), after
+    if recorded:
+        assert expired_files(synced) == [] and retired_records(synced) == []
+        assert catalog.partitions(synced.source.database, TABLE) == [("2026-11-19", "08")]
+        assert message_ids(synced, spark, "duckdb") == ["recent-1"]
+    # and retention's next run finishes whatever is left
+    again = retain(no_grace(synced), spark)
+    assert again.status in ("Success", "Nothing to do"), again.error
+    assert expired_files(synced) == [] and retired_records(synced) == []
+    assert catalog.partitions(synced.source.database, TABLE) == [("2026-11-19", "08")]
+    for engine in ("duckdb", "spark"):
+        assert message_ids(synced, spark, engine) == ["recent-1"]
 
 
 def test_only_archive_retention_keeps_the_tables(synced: Lake, spark) -> None:

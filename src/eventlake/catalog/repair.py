@@ -62,7 +62,7 @@ def table_partitions(storage: Storage, spec: TableSpec) -> TablePartitions:
     Parquet tables; hidden and ``_``-prefixed files do not count, as in Spark), and those whose data
     is in a version folder (rewritten on an object store, see :mod:`eventlake.sync.protocol.rewrite`: a
     compacted table partition, a reports day merged into one file): one listing of the table's folder,
-    one of its versions tree."""
+    one of its versions tree. A partition whose current version holds no file is neither."""
     if not spec.partition_keys:
         return TablePartitions([], {})
     template = partition_template(spec)
@@ -85,7 +85,17 @@ def table_partitions(storage: Storage, spec: TableSpec) -> TablePartitions:
         for values, names in versions.items()
         if (version := layout.current_version(names)) is not None
     }
-    return TablePartitions(sorted(found), moved)
+    # a current version holding nothing but its marker: a partition retention dropped (its old
+    # files wait for the grace period), not registered again
+    empty = {
+        values
+        for values, version in moved.items()
+        if not any(
+            n.startswith(version + "/") and layout.marker_run_id(n.split("/", 1)[1]) is None
+            for n in versions[values]
+        )
+    }
+    return TablePartitions(sorted(found - empty), {v: n for v, n in moved.items() if v not in empty})
 
 
 @dataclass(frozen=True)

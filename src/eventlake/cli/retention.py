@@ -55,6 +55,7 @@ def retention(ctx: Context, sources_: tuple[str, ...], dry_run: bool, no_wait: b
         verb = "would delete" if dry_run else "deleted"
         click.echo(
             f"{result.source}: {result.status}, {verb} {archive} archive days and {tables} table partitions"
+            + (" (their files after sync.rewrite_grace_minutes)" if tables and not dry_run else "")
             + (f", {index} days of the dedupe index" if index else "")
             + (f", kept {result.unsynced_files} unsynced archive files" if result.unsynced_files else "")
             + (f", kept {result.damaged_files} damaged archive files" if result.damaged_files else "")

@@ -8,10 +8,16 @@
   The newest day deleted is recorded first (:func:`eventlake.archive.days.expire_days_through`):
   ``eventlake import`` of the same archive again skips the days up to it.
 - **Tables** (``retention.table_days``): a partition of a source's event tables goes once the hour
-  (or day) it holds ended more than ``table_days`` ago: first out of the catalog (Spark stops
-  reading it), then its folder (DuckDB, which lists folders, stops seeing it). Killed in between, a
-  rerun finds the folder and deletes it; a partition the catalog still lists without a folder is
-  dropped too. The quarantine and the sync reports are kept.
+  (or day) it holds ended more than ``table_days`` ago, as a rewrite's old files go
+  (:func:`eventlake.sync.protocol.rewrite.retire_partitions`): recorded as retired, then an empty
+  version of it (eventlake's readers, DuckDB's included, see no data in it from here), then out of
+  the catalog (a query through it that starts now does not see it); its files are deleted once
+  ``sync.rewrite_grace_minutes`` passed (:func:`~eventlake.sync.protocol.rewrite.drop_retired`, at
+  the start of the next sync, compaction or retention, or at the end of this run with no grace), so
+  that a query planned before the drop finishes on them. Killed at any step, the record is there
+  (files and catalog entry go after the grace) or nothing was changed (a rerun does it all); a
+  partition the catalog still lists without a folder is dropped too. The quarantine and the sync
+  reports are kept.
 - **Dedupe index** (with ``retention.archive_days``): the ids of the runs that started more than
   ``dedupe_window_days`` (and a day's margin for clocks) before the archive's cutoff go: no sync of
   new messages and no replay of the archive kept can look them up.
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from eventlake import layout, partitions, state_layout
@@ -48,6 +54,14 @@ from eventlake.sync.protocol.cutoffs import (
 )
 from eventlake.sync.protocol.damaged import read_damaged
 from eventlake.sync.protocol.ledger import Ledger
+from eventlake.sync.protocol.rewrite import (
+    DroppedPartition,
+    RewriteKind,
+    RewriteRun,
+    drop_retired,
+    is_dropped,
+    retire_partitions,
+)
 from eventlake.sync.protocol.runner import Hold, error_text, run_source
 from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import now_utc
@@ -129,6 +143,9 @@ class SourceRetention:
             self.dedupe_index(retention_cutoff(now, retention.archive_days), result)
         if retention.table_days:
             self.tables(retention_cutoff(now, retention.table_days), result)
+            if not self.dry_run:  # with no grace period, the partitions' files go now
+                grace = timedelta(minutes=self.settings.sync.rewrite_grace_minutes)
+                drop_retired(self.storage, self.lake, self.source.id, grace, catalog=self.catalog)
         if not result.expired:
             result.status = Status.NOTHING
         return result
@@ -213,11 +230,16 @@ class SourceRetention:
     def _table(self, spec: TableSpec, cutoff: datetime, result: RetentionResult) -> None:
         location = to_location(spec.location)
         keys = spec.partition_keys
-        folders = {}
+        folders: dict[tuple[str, ...], DroppedPartition] = {}
+        sizes: dict[tuple[str, ...], list[int]] = {}
         for folder, infos in partitions.partition_listing(self.storage, location, len(keys)).items():
             values = layout.partition_values(location, folder, keys)
-            if values is not None and _ended_before(keys, values, cutoff):
-                folders[values] = (folder, list(infos.values()))
+            if values is None or not _ended_before(keys, values, cutoff):
+                continue
+            if is_dropped(self.storage, folder, infos):  # dropped before: its files wait for the grace
+                continue
+            folders[values] = DroppedPartition(values, folder, tuple(sorted(infos)))
+            sizes[values] = [info.size for info in infos.values()]
         registered = [
             v for v in self.catalog().partitions(spec.database, spec.name) if _ended_before(keys, v, cutoff)
         ]
@@ -225,22 +247,19 @@ class SourceRetention:
         if not expired:
             return
         for values in expired:
-            files = folders.get(values, (None, []))[1]
             what = f"{spec.qualified} {layout.partition_subdir(keys, values)}"
-            result.expired.append(
-                Expired(self.source.slug, "table", what, len(files), sum(i.size for i in files))
-            )
+            found = sizes.get(values, [])
+            result.expired.append(Expired(self.source.slug, "table", what, len(found), sum(found)))
         if self.dry_run:
             return
-        self.check()
-        self.catalog().drop_partitions(spec, registered)  # Spark stops reading them first
-        for values in expired:
-            folder = folders.get(values, (to_location(spec.partition_location(values)), []))[0]
-            self.storage.delete_tree(folder)
-            versions = layout.versions_dir(folder)  # its rewrites' versions (the catalog's, too)
-            if versions is not None:
-                self.storage.delete_tree(versions)
-        self.say(f"{spec.qualified}: {len(expired)} partitions deleted")
+        run = RewriteRun.new(RewriteKind.RETENTION)
+        retire_partitions(
+            self.storage, self.lake, self.source.id, run, spec, [folders[v] for v in sorted(folders)],
+            registered, self.catalog, self.check,
+        )  # fmt: skip
+        self.say(
+            f"{spec.qualified}: {len(expired)} partitions dropped (their files go after the grace period)"
+        )
 
 
 def _ended_before(keys: tuple[str, ...], values: tuple[str, ...], cutoff: datetime) -> bool:

@@ -3,7 +3,8 @@ set-type``), in one place: the staged content's commit marker and where it goes
 (:func:`finish_rewrite`), the switch of readers to it (:func:`apply_rewrite`: one folder swap on a
 local disk; on an object store a version folder, then the catalog's partition location moved to it
 by :func:`switch_location`), and the old files deleted once ``sync.rewrite_grace_minutes`` passed
-(:func:`retire`, :func:`drop_retired`). The names (version folders, markers) are in
+(:func:`retire`, :func:`drop_retired`); so are the files of a partition retention drops whole
+(:func:`retire_partitions`). The names (version folders, markers) are in
 :mod:`eventlake.layout`; which files readers take as data, in :mod:`eventlake.partitions`.
 
 A rewrite stages the partition's new content (:func:`stage_output`, :func:`finish_rewrite`) and
@@ -78,6 +79,7 @@ class RewriteKind(str, Enum):
     USER_DELETION = "user deletion"
     SET_TYPE = "set-type"
     REPORT_MERGE = "report merge"
+    RETENTION = "retention"  # a partition dropped whole: an empty version (see retire_partitions)
 
     def __str__(self) -> str:
         return self.value
@@ -323,11 +325,97 @@ def retire(
     )
 
 
+@dataclass(frozen=True)
+class DroppedPartition:
+    """A partition that goes whole (retention): its values, its folder and every name of it
+    (relative to the folder, as :func:`eventlake.partitions.partition_listing` gives them)."""
+
+    values: tuple[str, ...]
+    folder: Location
+    names: tuple[str, ...]
+
+
+def retire_partitions(
+    storage: Storage, lake: Location, source_id: str, run: RewriteRun, spec: TableSpec,
+    dropped: Sequence[DroppedPartition], registered: Sequence[tuple[str, ...]],
+    catalog: Callable[[], Catalog], check: Callable[[], None] = lambda: None,
+) -> None:  # fmt: skip
+    """Drop partitions of ``spec`` whole (retention), their files deleted only once the grace
+    period passed, like a rewrite's old files (:func:`drop_retired`), for the queries that planned
+    them before the drop. In this order, each step safe to repeat:
+
+    1. the retired record (``_state/retired/<source-id>/<run>.json``): every file of the
+       partitions, then their folders, and the catalog's partitions (those of ``dropped`` and
+       ``registered``). From here the files are never left for ever: whoever deletes the record's
+       files after the grace (:func:`drop_retired`, at the start of the next job of the source)
+       first drops those partitions from the catalog, should a crash have come before step 3;
+    2. an empty version of each partition in ``dropped`` (``v-<n>-<run>/`` holding only its marker,
+       which covers every name of the partition): eventlake's readers (DuckDB, the console,
+       compaction, ``catalog repair``) see no data in it from here (:func:`is_dropped`);
+    3. the partitions out of the catalog: a query through it that starts now does not see them; one
+       planned before still reads their files, until the grace period ends.
+
+    ``check``: called before each step (a holder that lost its lease changes nothing more)."""
+    check()
+    tombstones = [
+        layout.version_dir(d.folder, layout.version_folder_name(layout.next_version_number(d.names), run.id))
+        / layout.compaction_marker_name(run.id)
+        for d in dropped
+    ]
+    files = [str(layout.partition_file(d.folder, name)) for d in dropped for name in d.names]
+    markers = [f for f in files if layout.marker_run_id(f.rsplit("/", 1)[-1]) is not None]
+    folders = [str(d.folder) for d in dropped]
+    folders += [str(home) for d in dropped if (home := layout.versions_dir(d.folder)) is not None]
+    values = sorted({*registered, *(d.values for d in dropped)})
+    document = {
+        "retired_at": format_timestamp(now_utc()),
+        # markers last, the empty versions' very last: a crash part way never shows old data again
+        "files": sorted(set(files) - set(markers)) + sorted(set(markers)) + [str(t) for t in tombstones],
+        "folders": folders,
+        "dropped": {
+            "database": spec.database,
+            "table": spec.name,
+            "keys": list(spec.partition_keys),
+            "values": [list(v) for v in values],
+        },
+    }
+    storage.write(
+        state_layout.retired_file(lake, source_id, run.id), orjson.dumps(document, option=orjson.OPT_INDENT_2)
+    )
+    check()
+    for d, tombstone in zip(dropped, tombstones, strict=True):
+        marker = partitions.marker_document(
+            run.id, [], d.names, kind=str(run.kind), covers=d.names, foreign=False
+        )
+        storage.write(tombstone, marker)
+    check()
+    catalog().drop_partitions(spec, values)
+
+
+def is_dropped(storage: Storage, folder: Location, names: Collection[str]) -> bool:
+    """Whether the partition whose files are ``names`` was dropped by :func:`retire_partitions`
+    (its files wait for the grace period): its current version is retention's empty one."""
+    version = layout.current_version(names)
+    if version is None or partitions.partition_files(storage, folder, names):
+        return False
+    for name in names:
+        inside, _, leaf = name.partition("/")
+        if inside == version and layout.marker_run_id(leaf) is not None:
+            document = orjson.loads(storage.read(layout.partition_file(folder, name)))
+            if document.get("kind") == str(RewriteKind.RETENTION):
+                return True
+    return False
+
+
 def drop_retired(
-    storage: Storage, lake: Location, source_id: str, grace: timedelta, now: datetime | None = None
-) -> int:
-    """Delete the old files of rewritten partitions retired more than ``grace`` ago (no query that
-    started before the switch still reads them), then their records. Returns the records done."""
+    storage: Storage, lake: Location, source_id: str, grace: timedelta, now: datetime | None = None,
+    catalog: Callable[[], Catalog] | None = None,
+) -> int:  # fmt: skip
+    """Delete the old files of rewritten partitions, and the files of the partitions retention
+    dropped (:func:`retire_partitions`), retired more than ``grace`` ago (no query that started
+    before the switch or the drop still reads them), then their records. Returns the records done.
+    A dropped partition still in the catalog (a crash before retention's drop) is dropped from it
+    first (through ``catalog``; without one its record waits for a job that has it)."""
     now = now or now_utc()
     done = 0
     for info in storage.list(state_layout.retired_dir(lake, source_id), "*.json"):
@@ -335,6 +423,12 @@ def drop_retired(
         retired_at = parse_timestamp(document["retired_at"])
         if retired_at is None or retired_at + grace > now:  # unreadable: keep the files
             continue
+        dropped = document.get("dropped")
+        if dropped:
+            if catalog is None:
+                continue
+            spec = TableSpec(dropped["database"], dropped["table"], (), tuple(dropped["keys"]), "")
+            catalog().drop_partitions(spec, [tuple(v) for v in dropped["values"]])
         for path in document["files"]:
             storage.delete(to_location(path))
         for folder in document["folders"]:

@@ -114,8 +114,9 @@ def roll_forward(
 ) -> tuple[Manifest, ...]:  # fmt: skip
     """Complete the source's interrupted runs (their manifests are pending), drop the staging of
     runs killed before their manifest, and delete the old files of rewritten partitions retired
-    more than ``grace`` ago. Returns the manifests completed. ``catalog`` is called only for a
-    manifest that needs it (a compaction's registers nothing).
+    more than ``grace`` ago (and of the partitions retention dropped). Returns the manifests
+    completed. ``catalog`` is called only for a manifest that needs it (a compaction's registers
+    nothing) and for a dropped partition's record past its grace.
 
     ``lease``: the source's lease on an object store. A manifest written under an older lease is
     completed only when that lease confirmed it (it is among ``lease.inherited``); one that was
@@ -146,7 +147,7 @@ def roll_forward(
     if lease is not None:
         lease.settle()  # every inherited run is now applied or gone
     storage.delete_tree(layout.stage_root(lake, source_id))  # crashed runs' output
-    drop_retired(storage, lake, source_id, grace)  # rewritten partitions' old files
+    drop_retired(storage, lake, source_id, grace, catalog=catalog)  # old files past their grace
     return tuple(completed)
 
 
