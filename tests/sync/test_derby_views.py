@@ -35,3 +35,12 @@ def test_a_tracks_view_longer_than_derby_long_varchar_is_written_and_lists_every
     assert len(catalog.getTableMetadata(identifier).viewText().get()) > DERBY_LONG_VARCHAR
     rows = spark.sql(f"SELECT event_text, count(*) AS n FROM {db}.tracks GROUP BY event_text").collect()
     assert {(row.event_text, row.n) for row in rows} == {(event, 1) for event in events}
+
+
+def test_a_view_of_over_100000_characters_round_trips_through_the_derby_metastore(spark) -> None:
+    text = "x" * 120_000
+    spark.sql("CREATE DATABASE IF NOT EXISTS derby_views")
+    spark.sql(f"CREATE OR REPLACE VIEW derby_views.long_text AS SELECT '{text}' AS s")
+    spark.catalog.clearCache()
+    assert spark.sql("SELECT length(s) AS n FROM derby_views.long_text").collect()[0].n == len(text)
+    spark.sql("DROP VIEW derby_views.long_text")
