@@ -10,6 +10,7 @@ from xml.sax.saxutils import escape
 from eventlake import progress, state_layout
 from eventlake.config import Settings
 from eventlake.jvm.metastore.derby import acquire_embedded, derby_properties
+from eventlake.jvm.metastore.derby_schema import ensure_view_text_clob, orm_jar
 from eventlake.jvm.metastore.jdbc import PASSWORD_PROPERTY, jdbc_driver, jdbc_properties, redact
 from eventlake.jvm.metastore.schema import ensure_schema
 from eventlake.progress import Say
@@ -69,7 +70,8 @@ def database_access(settings: Settings) -> MetastoreAccess:
         properties = jdbc_properties(catalog)
         secrets = {PASSWORD_PROPERTY: properties.pop(PASSWORD_PROPERTY)}
         return MetastoreAccess("jdbc", properties, (jar,), secrets)
-    return MetastoreAccess("derby", derby_properties(settings.lake.state_dir))
+    ensure_view_text_clob(settings.lake.state_dir)  # its caller holds the embedded metastore's lock
+    return MetastoreAccess("derby", derby_properties(settings.lake.state_dir), (orm_jar(),))
 
 
 def client_access(settings: Settings, say: Say = progress.say) -> MetastoreAccess:

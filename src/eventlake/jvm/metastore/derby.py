@@ -29,6 +29,8 @@ def derby_properties(state: Path) -> dict[str, str]:
         "hive.metastore.schema.verification": "false",
         "hive.metastore.disallow.incompatible.col.type.changes": "false",  # see jdbc.jdbc_properties
         "datanucleus.schema.autoCreateAll": "true",
+        # package-derby.orm (derby_schema.orm_jar() on the class path): a view's texts in CLOB
+        "datanucleus.mapping": "derby",
     }
 
 
