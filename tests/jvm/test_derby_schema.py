@@ -74,3 +74,19 @@ def test_a_new_metastore_is_only_marked(tmp_path: Path) -> None:
     ensure_view_text_clob(state, said.append)
     assert said == []
     assert state_layout.metastore_schema_marker(state, MARKER_KEY).exists()
+
+
+def test_the_checked_in_jar_holds_exactly_the_orm_file() -> None:
+    """``derby-metastore-orm.jar`` is ``package-derby.orm`` zipped (the class path needs a jar): an
+    edit of the one without the other would leave DataNucleus reading the old mapping. Rebuild it
+    with ``cd src/eventlake/jvm/metastore && rm derby-metastore-orm.jar &&
+    TZ=UTC zip -X derby-metastore-orm.jar package-derby.orm``."""
+    import zipfile
+    from importlib import resources
+
+    from eventlake.jvm.metastore.derby_schema import orm_jar
+
+    folder = resources.files("eventlake.jvm.metastore")
+    with zipfile.ZipFile(orm_jar()) as jar:
+        assert jar.namelist() == ["package-derby.orm"]
+        assert jar.read("package-derby.orm") == folder.joinpath("package-derby.orm").read_bytes()
