@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 import orjson
+import pytest
 
 from eventlake.schema import cast_value
 from eventlake.spec import enrich
@@ -64,6 +65,17 @@ def test_invalid_lines_are_rejected_with_a_reason_and_kept_raw() -> None:
     assert surrogate[7].startswith("invalid JSON")
     paired = parse_line(lone.replace("\\udc00", "\\ud83d\\ude00"))  # a pair is an emoji
     assert paired[0] is True and loads(paired[4])["user_id"] == "u\U0001f600"
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_invalid_json(constant: str) -> None:
+    """Python's json (the fallback for what orjson refuses) reads them; JSON has no such values.
+    They made a valid message whose value was written as null."""
+    line = archived({"type": "track", "event": "X", "userId": "u", "messageId": "m4", "properties": {"x": 1}})
+    line = line.replace('"x":1', f'"x":{constant}')
+    row = parse_line(line)
+    assert row[0] is False and row[8] == line
+    assert row[7].startswith("invalid JSON") and constant in row[7]
 
 
 def test_top_level_keys_never_shadow_partition_columns() -> None:

@@ -62,13 +62,17 @@ PARSED_ARROW = to_arrow_schema(PARSED_SCHEMA, timezone="UTC")
 
 
 def loads(text: str) -> Any:
-    """JSON text as Python values; a ValueError for invalid JSON and for text holding a lone UTF-16
-    surrogate (``"\\ud800"`` unpaired: valid JSON, but no Unicode text can hold it, so no Parquet
-    or Arrow string either; such a message is quarantined instead of failing every sync)."""
+    """JSON text as Python values; a ValueError for invalid JSON (``NaN`` and ``Infinity``
+    included, as orjson says) and for text holding a lone UTF-16 surrogate (``"\\ud800"`` unpaired:
+    valid JSON, but no Unicode text can hold it, so no Parquet or Arrow string either; such a
+    message is quarantined instead of failing every sync)."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        value = json.loads(text)  # integers beyond 64 bits; still raises on invalid JSON
+        # what orjson refuses: the surrogates below, and invalid JSON, which json.loads refuses too
+        # but for NaN, Infinity and -Infinity (Python's extension: they were let in as valid
+        # messages, their values written as null)
+        value = json.loads(text, parse_constant=_not_json)
         try:
             json.dumps(value, ensure_ascii=False).encode()
         except UnicodeEncodeError:
@@ -76,6 +80,10 @@ def loads(text: str) -> Any:
                 "a string holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape)"
             ) from None
         return value
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def dumps(value: Any) -> str:
