@@ -10,6 +10,7 @@ import contextlib
 import gc
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -72,7 +73,7 @@ def loads(text: str) -> Any:
         # what orjson refuses: the surrogates below, and invalid JSON, which json.loads refuses too
         # but for NaN, Infinity and -Infinity (Python's extension: they were let in as valid
         # messages, their values written as null)
-        value = json.loads(text, parse_constant=_not_json)
+        value = json.loads(text, parse_constant=_not_json, parse_float=_finite)
         try:
             json.dumps(value, ensure_ascii=False).encode()
         except UnicodeEncodeError:
@@ -84,6 +85,15 @@ def loads(text: str) -> Any:
 
 def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent, as orjson reads it: one beyond a double's range
+    (``1e999``) is refused there, where Python's json made it infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is beyond a double's range")
+    return value
 
 
 def dumps(value: Any) -> str:
