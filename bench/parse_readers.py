@@ -1,0 +1,625 @@
+"""Columnar readers for the parse pass (issue 37, item 1): measure and choose.
+
+On archive files made by ``bench/sync.py``'s generator, one file at a time, one core, one process:
+
+- (a) the baseline: the parse pass as a Spark worker runs it on one file
+  (``transform._parse_files``: gunzip, ``parse_line``, shapes, Arrow batches, the pieces written),
+  and ``parse_line`` + ``Shapes.row`` alone over the decompressed lines;
+- (b) ``pyarrow.json.read_json`` of the decompressed file (default and larger ``block_size``), then
+  :func:`judge`: what a vectorised parse would do with Arrow compute (flatten the structs, name each
+  column path once, value types per column, per-row type signatures as shape ids, segment types
+  once per distinct (type, event), validation), and which rows it cannot judge (they fall back to
+  the per-message rules);
+- (c) DuckDB's ``read_ndjson`` inside the process on the same gzip file, into Arrow, then the same
+  :func:`judge`.
+
+Then the write pass on the same rows: ``write.cast_rows`` on ``loads(payload)`` of the baseline's
+pieces against :func:`cast_arrow` of the typed Arrow columns a vectorised parse would keep.
+
+    PYTHONPATH=src .venv/bin/python bench/parse_readers.py                  # 100,000 messages, 2 files
+    PYTHONPATH=src .venv/bin/python bench/parse_readers.py --messages 20000 --files 1
+
+A benchmark and a prototype, not product code: the rules stay in ``eventlake.spec`` and
+``eventlake.schema``; :func:`judge` only decides where it can prove the per-message rules' answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import gzip
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import sync as generator  # noqa: E402  (bench/sync.py: the archive generator)
+from eventlake.message_types import MESSAGE_TYPES  # noqa: E402
+from eventlake.schema import BIGINT, BOOLEAN, DECIMAL, STRING, TIMESTAMP, evolve, segment_type  # noqa: E402
+from eventlake.schema.arrow import arrow_schema  # noqa: E402
+from eventlake.schema.naming import MAX_COLUMN_NAME_LENGTH, column_name, snake_case  # noqa: E402
+from eventlake.schema.types import json_text  # noqa: E402
+from eventlake.spec.message import MAX_MESSAGE_ID  # noqa: E402
+from eventlake.storage.local import LocalStorage  # noqa: E402
+from eventlake.sync.pipeline import transform, write  # noqa: E402
+from eventlake.sync.pipeline.pieces import Pieces, pieces_by_type, position_base, read_pieces  # noqa: E402
+from eventlake.timestamps import parse_timestamp  # noqa: E402
+
+CODES = {1: BIGINT, 2: DECIMAL, 3: BOOLEAN, 4: STRING, 5: TIMESTAMP}  # 0: null or absent
+_DROPPED_KEYS = frozenset({"writeKey"})
+# the date-times Arrow's cast reads as parse_timestamp does (write.py's _DATE_TIME: _CANONICAL's form,
+# ASCII digits, years 1000-8999); any other candidate goes value by value
+_DATE_TIME = write._DATE_TIME
+# Python's str.isspace() characters (str.strip() removes them); approximated, wider is safe
+_SPACE = r"[\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f}\x{85}\p{Z}]"
+_VISIBLE = r"[^\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f}\x{85}\p{Z}]"
+_TIMESTAMP_FIELDS = ("timestamp", "originalTimestamp", "sentAt")
+_REQUIRED = {"track": ("event",), "group": ("groupId",), "alias": ("previousId", "userId")}
+_SIMPLE_LIST_ITEMS = (pa.types.is_string, pa.types.is_int64, pa.types.is_boolean, pa.types.is_null)
+
+
+# ---------------------------------------------------------------- readers
+
+
+def read_arrow(content: bytes, block_size: int | None = None) -> tuple[pa.Table, bool]:
+    """The decompressed file through pyarrow's JSON reader, one thread; a second read with an
+    explicit schema when the first inferred a timestamp anywhere (pyarrow turns ``"2026-11-01"``,
+    ``"... 10:00:00"`` and ``"...T10:00:00+02:00"`` into ``timestamp[s]``: the text is lost, and
+    date-only text is a string to eventlake). Returns the table and whether it was read twice."""
+    options = pj.ReadOptions(use_threads=False, **({"block_size": block_size} if block_size else {}))
+    table = pj.read_json(pa.BufferReader(content), read_options=options)
+    if not _has_timestamp(table.schema):
+        return table, False
+    schema = pa.schema([f.with_type(_no_timestamps(f.type)) for f in table.schema])
+    table = pj.read_json(
+        pa.BufferReader(content), read_options=options,
+        parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
+    )  # fmt: skip
+    return table, True
+
+
+def _has_timestamp(schema: Any) -> bool:
+    return any(_no_timestamps(f.type) != f.type for f in schema)
+
+
+def _no_timestamps(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(kind):
+        return pa.string()
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_no_timestamps(f.type)) for f in kind])
+    if pa.types.is_list(kind):
+        return pa.list_(_no_timestamps(kind.value_type))
+    return kind
+
+
+def read_duckdb(connection: Any, path: Path) -> pa.Table:
+    """The gzip file through DuckDB's NDJSON reader (one thread, the whole file sampled for types,
+    no map inference, no date/time detection: text stays text) as an Arrow table."""
+    relation = connection.sql(
+        f"SELECT * FROM read_ndjson('{path}', sample_size=-1, maximum_depth=-1, map_inference_threshold=-1,"
+        " dateformat='%%', timestampformat='%%')"
+    )
+    result = relation.arrow()
+    return result.read_all() if hasattr(result, "read_all") else result
+
+
+# ---------------------------------------------------------------- the vectorised judgement
+
+
+@dataclass
+class Judged:
+    rows: int
+    fallback: np.ndarray  # bool per row: the per-message rules decide it
+    reasons: Counter = field(default_factory=Counter)  # reason -> rows (a row may have several)
+    segment_types: list[str] = field(default_factory=list)
+    segment_ids: np.ndarray | None = None
+    shape_ids: np.ndarray | None = None
+    shapes: list[dict[str, str]] = field(default_factory=list)
+    columns: dict[str, pa.Array] = field(default_factory=dict)  # column name -> typed values (all rows)
+    received: pa.Array | None = None
+    per_value: int = 0  # values judged one by one in Python (odd timestamp candidates, list texts)
+    file_failed: str | None = None
+
+
+def _leaves(
+    path: tuple[str, ...], array: pa.Array, parent: pa.Array | None
+) -> Iterator[tuple[tuple[str, ...], pa.Array, pa.Array | None]]:
+    """Leaf columns of a (struct) column: path, values with the parents' nulls merged, and the
+    validity of the direct parent (None at the top: the row is always there)."""
+    if pa.types.is_struct(array.type):
+        valid = array.is_valid()
+        for struct_field, child in zip(array.type, array.flatten(), strict=True):
+            yield from _leaves((*path, struct_field.name), child, valid)
+        return
+    yield path, array, parent
+
+
+def _mark(judged: Judged, mask: Any, reason: str) -> None:
+    mask = np.asarray(mask.to_numpy(zero_copy_only=False) if hasattr(mask, "to_numpy") else mask, bool)
+    count = int(mask.sum())
+    if count:
+        judged.reasons[reason] += count
+        judged.fallback |= mask
+
+
+def _fill(mask: pa.Array) -> pa.Array:
+    return pc.fill_null(mask, False)
+
+
+def string_codes(values: pa.Array, judged: Judged) -> tuple[np.ndarray, pa.Array]:
+    """Type codes of a string column (4 string, 5 timestamp, 0 null) and the instants of the
+    timestamps (null elsewhere), as value_type and parse_timestamp decide."""
+    length = pc.utf8_length(values)
+    candidate = _fill(
+        pc.and_(
+            pc.and_(pc.greater_equal(length, 16), pc.less_equal(length, 40)),
+            pc.or_(
+                pc.equal(pc.utf8_slice_codeunits(values, 4, 5), "-"),
+                pc.match_substring_regex(values, "^" + _SPACE),
+            ),
+        )
+    )
+    codes = np.where(values.is_valid().to_numpy(zero_copy_only=False), 4, 0).astype(np.uint8)
+    instants = pa.nulls(len(values), pa.timestamp("us", tz="UTC"))
+    if not pc.any(candidate).as_py():
+        return codes, instants
+    narrow = _fill(pc.and_(candidate, pc.match_substring_regex(values, _DATE_TIME)))
+    exact = np.zeros(len(values), bool)
+    try:
+        cast = pc.if_else(narrow, values, pa.scalar(None, pa.string())).cast(pa.timestamp("us", tz="UTC"))
+        exact = narrow.to_numpy(zero_copy_only=False)
+        instants = cast
+    except pa.ArrowInvalid:  # an impossible date among them: all of them one by one
+        pass
+    codes[exact] = 5
+    slow = np.flatnonzero(candidate.to_numpy(zero_copy_only=False) & ~exact)
+    if len(slow):
+        judged.per_value += len(slow)
+        found = instants.to_pylist()
+        for row in slow:
+            moment = parse_timestamp(values[int(row)].as_py())
+            if moment is not None:
+                codes[row] = 5
+                found[row] = moment
+        instants = pa.array(found, pa.timestamp("us", tz="UTC"))
+    return codes, instants
+
+
+def list_texts(values: pa.Array, judged: Judged) -> pa.Array:
+    """A list column as the JSON text json_text gives: in C for lists of integers, booleans and
+    strings that need no escaping (orjson escapes only quotes, backslashes and control characters),
+    with no null item; value by value otherwise."""
+    item = values.type.value_type
+    if pa.types.is_int64(item) or pa.types.is_boolean(item) or pa.types.is_string(item):
+        items = pc.list_flatten(values)
+        simple = not pc.any(pc.is_null(items)).as_py() if len(items) else True
+        if simple and pa.types.is_string(item) and len(items):
+            simple = not pc.any(pc.match_substring_regex(items, r'["\\\x00-\x1f]')).as_py()
+        if simple:
+            texts = values.cast(pa.list_(pa.string()))
+            quote = '"' if pa.types.is_string(item) else ""
+            joined = pc.binary_join(texts, quote + "," + quote)
+            whole = pc.binary_join_element_wise("[" + quote, joined, quote + "]", "")
+            return pc.if_else(pc.equal(pc.list_value_length(values), 0), pa.scalar("[]"), whole)
+    judged.per_value += len(values) - values.null_count
+    return pa.array([None if v is None else json_text(v) for v in values.to_pylist()], pa.string())
+
+
+def _simple_list(kind: pa.DataType) -> bool:
+    if pa.types.is_list(kind):
+        return _simple_list(kind.value_type)
+    return any(test(kind) for test in _SIMPLE_LIST_ITEMS)
+
+
+def judge(table: pa.Table, suppressed: frozenset[str] = frozenset()) -> Judged:
+    """What a vectorised parse decides for a block's rows, and which rows it leaves to the
+    per-message rules (``fallback``), with why (``reasons``)."""
+    rows = table.num_rows
+    judged = Judged(rows, np.zeros(rows, bool))
+    top = {name: table.column(name).combine_chunks() for name in table.column_names}
+    leaves: list[tuple[tuple[str, ...], pa.Array, pa.Array | None]] = []
+    for name, array in top.items():
+        if name in _DROPPED_KEYS or name.startswith("_eventlake"):
+            continue
+        leaves += _leaves((name,), array, None)
+
+    # value types per column, per row
+    names: dict[str, list[int]] = {}
+    codes: list[np.ndarray] = []
+    typed: list[pa.Array] = []
+    string_instants: dict[tuple[str, ...], pa.Array] = {}
+    for path, values, _ in leaves:
+        kind = values.type
+        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        if pa.types.is_null(kind):
+            code = np.zeros(rows, np.uint8)
+        elif pa.types.is_int64(kind):
+            code = np.where(valid, 1, 0).astype(np.uint8)
+        elif pa.types.is_floating(kind):
+            code = np.where(valid, 2, 0).astype(np.uint8)
+            _mark(judged, _fill(pc.equal(pc.floor(values), values)), "integral double (1 or 1.0?)")
+            _mark(judged, _fill(pc.invert(pc.is_finite(values))), "NaN or infinity (not JSON)")
+            _mark(judged, _fill(pc.greater_equal(pc.abs(values), 1e31)), "double of 1e31 or more")
+        elif pa.types.is_boolean(kind):
+            code = np.where(valid, 3, 0).astype(np.uint8)
+        elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            code, instants = string_codes(values, judged)
+            string_instants[path] = instants
+        elif pa.types.is_map(kind):  # DuckDB reads {} as an empty map: nothing to flatten
+            code = np.zeros(rows, np.uint8)
+            _mark(judged, _fill(pc.greater(pc.list_value_length(values), 0)), f"{kind} values")
+        elif _simple_list(kind):  # compact sorted-key JSON text, as flatten does
+            code = np.where(valid, 4, 0).astype(np.uint8)
+            values = list_texts(values, judged)
+        else:  # lists of doubles (1 or 1.0?), of objects (null or absent?), maps, JSON, ...
+            code = np.zeros(rows, np.uint8)
+            _mark(judged, valid, f"{kind} values")
+        column = "_".join(part for part in map(snake_case, path) if part)
+        if not column or len(column) > MAX_COLUMN_NAME_LENGTH:
+            column = column_name(path)
+        if column in transform.PARTITION_NAMES:
+            column = transform.SHADOWED_PREFIX + column
+        names.setdefault(column, []).append(len(codes))
+        codes.append(code)
+        typed.append(values)
+
+    # key collisions: rows where two of the paths may be present (null and absent look alike)
+    for indexes in names.values():
+        if len(indexes) < 2:
+            continue
+        present = np.zeros(rows, np.int32)
+        for index in indexes:
+            parent = leaves[index][2]
+            present += 1 if parent is None else _fill(parent).to_numpy(zero_copy_only=False)
+        _mark(judged, present >= 2, "key collision after snake_case")
+
+    # validation, as spec.validate (any invalid row falls back: its reason text and raw line)
+    def text(name: str) -> pa.Array:
+        array = top.get(name)
+        if array is None:
+            return pa.nulls(rows, pa.string())
+        if not (pa.types.is_string(array.type) or pa.types.is_null(array.type)):
+            _mark(judged, array.is_valid(), f"{name} not text")
+            return pa.nulls(rows, pa.string())
+        return array.cast(pa.string())
+
+    def present(name: str) -> pa.Array:
+        return _fill(pc.match_substring_regex(text(name), _VISIBLE))
+
+    kinds = text("type")
+    valid = _fill(pc.is_in(kinds, pa.array(MESSAGE_TYPES)))
+    valid = pc.and_(valid, pc.or_(present("userId"), present("anonymousId")))
+    for kind, keys in _REQUIRED.items():
+        for key in keys:
+            valid = pc.and_(valid, pc.or_(pc.not_equal(kinds, kind), present(key)))
+    message_ids = text("messageId")
+    length = pc.utf8_length(message_ids)
+    valid = pc.and_(valid, _fill(pc.and_(pc.greater(length, 0), pc.less_equal(length, MAX_MESSAGE_ID))))
+    for name in (*_TIMESTAMP_FIELDS, "receivedAt"):
+        column = top.get(name)
+        if column is None:
+            if name == "receivedAt":
+                valid = pa.array(np.zeros(rows, bool))
+            continue
+        if not pa.types.is_string(column.type):
+            _mark(judged, column.is_valid(), f"{name} not text")
+            continue
+        code = codes[names[snake_case(name)][0]]
+        ok = code == 5 if name == "receivedAt" else (code != 4)
+        valid = pc.and_(valid, pa.array(ok))
+    _mark(judged, pc.invert(_fill(valid)), "invalid message (quarantined with its line)")
+    if suppressed:
+        _mark(judged, _fill(pc.is_in(text("userId"), pa.array(sorted(suppressed)))), "suppressed userId")
+    judged.received = string_instants.get(("receivedAt",))
+    judged.message_ids = message_ids  # type: ignore[attr-defined]
+
+    # segment types: once per distinct (type, event)
+    events = text("event")
+    key = pc.binary_join_element_wise(
+        pc.fill_null(kinds, ""), pc.if_else(pc.equal(kinds, "track"), pc.fill_null(events, ""), ""), "\x00"
+    )
+    encoded = key.dictionary_encode()
+    distinct = encoded.dictionary.to_pylist()
+    judged.segment_types = [
+        segment_type(k.split("\x00")[0], k.split("\x00")[1]) if k.split("\x00")[0] in MESSAGE_TYPES else ""
+        for k in distinct
+    ]
+    judged.segment_ids = encoded.indices.to_numpy(zero_copy_only=False)
+
+    # shapes: the rows' type signatures, one id per distinct signature
+    matrix = np.ascontiguousarray(np.stack(codes, axis=1)) if codes else np.zeros((rows, 1), np.uint8)
+    signatures = pa.Array.from_buffers(pa.binary(matrix.shape[1]), rows, [None, pa.py_buffer(matrix)])
+    encoded_shapes = signatures.dictionary_encode()  # a hash table in C: one id per distinct row
+    judged.shape_ids = encoded_shapes.indices.to_numpy(zero_copy_only=False)
+    first = np.unique(judged.shape_ids, return_index=True)[1]
+    for row in first:
+        types: dict[str, str] = {}
+        for column, indexes in names.items():
+            kind = next((CODES[int(matrix[row, i])] for i in indexes if matrix[row, i]), None)
+            if kind is not None:
+                types[column] = kind
+        judged.shapes.append(types)
+    judged.columns = {column: typed[indexes[-1]] for column, indexes in names.items()}
+    return judged
+
+
+def line_check(content: bytes, rows: int) -> bool:
+    """Whether the reader's rows are the file's non-blank lines, one object each (pyarrow reads
+    ``{..} {..}`` on one line as two rows and an object split over two lines as one)."""
+    buffer = np.frombuffer(content, np.uint8)
+    breaks = np.flatnonzero(buffer == 10)
+    starts = np.concatenate(([0], breaks + 1))
+    ends = np.concatenate((breaks, [len(buffer)]))
+    ends = ends - ((ends > starts) & (buffer[np.maximum(ends - 1, 0)] == 13))
+    filled = ends > starts
+    if int(filled.sum()) != rows:
+        return False
+    return bool(np.all(buffer[starts[filled]] == ord("{")) and np.all(buffer[ends[filled] - 1] == ord("}")))
+
+
+def vectorised(table_reader: Any, content: bytes | None) -> Judged:
+    """Read (``table_reader()``), check the lines, judge; a failed read leaves the file to the
+    per-message path."""
+    try:
+        table = table_reader()
+    except (pa.ArrowInvalid, duckdb.Error, UnicodeDecodeError) as exc:
+        failed = Judged(0, np.zeros(0, bool))
+        failed.file_failed = str(exc)[:120]
+        return failed
+    if content is not None and not line_check(content, table.num_rows):
+        failed = Judged(table.num_rows, np.ones(table.num_rows, bool))
+        failed.file_failed = "rows are not the lines"
+        return failed
+    return judge(table)
+
+
+# ---------------------------------------------------------------- the write pass on typed columns
+
+
+def cast_arrow(values: pa.Array, kind: str, arrow_type: pa.DataType) -> tuple[pa.Array, list[Any]]:
+    """A typed column of a piece (what the vectorised parse keeps) cast to its table column: in C
+    where Arrow's cast gives what :func:`write.cast_column` gives, else value by value through it."""
+    source = values.type
+    if pa.types.is_null(source):
+        return pa.nulls(len(values), arrow_type), []
+    if source == arrow_type:
+        return values, []
+    if kind == DECIMAL and pa.types.is_int64(source):
+        return values.cast(arrow_type), []
+    if kind == DECIMAL and pa.types.is_floating(source):
+        decimals = write._decimals(values.to_numpy(zero_copy_only=False), True, arrow_type)
+        if decimals is not None:
+            return decimals, []
+    if kind == TIMESTAMP and pa.types.is_string(source):
+        if pc.all(pc.or_(pc.is_null(values), _fill(pc.match_substring_regex(values, _DATE_TIME)))).as_py():
+            try:
+                return values.cast(arrow_type), []
+            except pa.ArrowInvalid:
+                pass
+    if kind == STRING and (pa.types.is_int64(source) or pa.types.is_boolean(source)):
+        return values.cast(pa.string()), []
+    return write.cast_column(values.to_pylist(), kind, arrow_type)
+
+
+# ---------------------------------------------------------------- timing
+
+
+def cpu() -> float:
+    return time.process_time()
+
+
+def baseline(path: Path, scratch: Path, number: int) -> tuple[float, Path]:
+    """(a): the parse pass on one file as a worker runs it; CPU seconds, and the pieces' folder."""
+    storage = LocalStorage()
+    pieces = scratch / f"pieces-{number}"
+    started = cpu()
+    with transform.without_cycle_collection(), Pieces(storage, pieces, number) as kept:
+        for _ in transform._parse_files(
+            [(number, str(path), path.stat().st_size)], transform.Shapes(number), kept,
+            position_base(number), storage, frozenset(),
+        ):  # fmt: skip
+            pass
+    return cpu() - started, pieces
+
+
+def lines_only(content: bytes) -> tuple[float, list[tuple[Any, ...]]]:
+    """(a'): parse_line + Shapes.row over the decompressed lines (no gunzip, no batches, no
+    pieces); the parse_line rows, for :func:`differences`."""
+    shapes = transform.Shapes(0)
+    rows = []
+    started = cpu()
+    with transform.without_cycle_collection():
+        for line in content.split(b"\n"):
+            if line.strip():
+                parsed = transform.parse_line(line.decode("utf-8", "replace"))
+                shapes.row(parsed)
+                rows.append(parsed)
+    return cpu() - started, rows
+
+
+def differences(judged: Judged, rows: list[tuple[Any, ...]]) -> Counter:
+    """Where the judged rows disagree with parse_line's: validity, message id, received time,
+    segment type, the map of column types (order aside)."""
+    found: Counter = Counter()
+    if judged.file_failed or len(rows) != judged.rows:
+        found["rows not compared"] += len(rows)
+        return found
+    ids = judged.message_ids.to_pylist()  # type: ignore[attr-defined]
+    received = judged.received.to_pylist() if judged.received is not None else [None] * len(rows)
+    for number, row in enumerate(rows):
+        if judged.fallback[number]:
+            continue
+        if not row[0]:
+            found["judged valid, per-message invalid"] += 1
+            continue
+        found["message id"] += row[1] != ids[number]
+        found["received_at"] += row[2] != received[number]
+        found["segment type"] += row[3] != judged.segment_types[judged.segment_ids[number]]
+        found["column types"] += row[5] != judged.shapes[judged.shape_ids[number]]
+    return +found
+
+
+def timed_judge(reader: Any, content: bytes | None) -> tuple[float, float, Judged]:
+    gc.collect()
+    started = cpu()
+    table = reader()
+    if isinstance(table, tuple):  # read_arrow: (table, read twice)
+        table = table[0]
+    read = cpu() - started
+    judged = vectorised(lambda: table, content)
+    return read, cpu() - started, judged
+
+
+def write_costs(pieces: Path, judged: Judged) -> list[tuple[str, int, float, float, int]]:
+    """Per segment type (judged rows only, the same rows both ways): cast_rows on loads(payload)
+    against cast_arrow of the typed columns; (type, rows, µs/row loads+cast_rows, µs/row
+    cast_arrow, mismatching values)."""
+    storage = LocalStorage()
+    results = []
+    found = pieces_by_type(storage, pieces)
+    for index, name in enumerate(judged.segment_types):
+        if name not in found:
+            continue
+        table = read_pieces(storage, found[name][1], pa.array([], pa.int64()), None).sort_by("position")
+        of_type = np.flatnonzero(judged.segment_ids == index)  # file order, as the piece's positions
+        if len(of_type) != table.num_rows:
+            continue
+        keep = ~judged.fallback[of_type]
+        rows = of_type[keep]
+        if len(rows) < 500:
+            continue
+        same = table.filter(pa.array(keep))
+        ids = pc.take(judged.message_ids, pa.array(rows))  # type: ignore[attr-defined]
+        assert same["message_id"].combine_chunks().equals(ids), name
+        payloads = same["payload"].to_pylist()
+        observed: dict[str, set[str]] = {}
+        shapes = np.unique(judged.shape_ids[rows])
+        for shape in shapes:
+            for column, kind in judged.shapes[shape].items():
+                observed.setdefault(column, set()).add(kind)
+        columns = evolve(None, observed, sorted(observed)).columns
+        gc.collect()
+        started = cpu()
+        expected, _ = write.cast_rows([transform.loads(p) for p in payloads], columns)
+        slow = cpu() - started
+        typed = {c: judged.columns[c].take(pa.array(rows)) for c, _ in columns}
+        schema = arrow_schema(columns)
+        started = cpu()
+        arrays = [cast_arrow(typed[c], k, f.type)[0] for (c, k), f in zip(columns, schema, strict=True)]
+        got = pa.Table.from_arrays(arrays, schema=schema)
+        fast = cpu() - started
+        mismatches = sum(
+            a != b for column in schema.names
+            for a, b in zip(got[column].to_pylist(), expected[column].to_pylist(), strict=True)
+        )  # fmt: skip
+        results.append((name, len(rows), slow / len(rows) * 1e6, fast / len(rows) * 1e6, mismatches))
+    return results
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--files", type=int, default=2)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="eventlake-readers-"))
+    project = work / "project"
+    if not any(project.rglob("*.gz")):
+        generator.generate(project, "bench", args.messages, args.files)
+    files = sorted(project.rglob("*.gz"))
+    connection = duckdb.connect()
+    connection.execute("SET threads = 1")
+    totals: dict[str, float] = Counter()
+    judged_rows: dict[str, int] = Counter()
+    reasons: dict[str, Counter] = {}
+    messages = 0
+    write_rows: list[tuple[str, int, float, float, int]] = []
+    warm = gzip.decompress(files[0].read_bytes())[:200_000]
+    judge(read_arrow(warm[: warm.rindex(b"\n") + 1])[0])  # compute kernels and regexes: once per process
+    print(f"load average before: {load()}", flush=True)
+    for number, path in enumerate(files):
+        data = path.read_bytes()
+        content = gzip.decompress(data)
+        seconds, pieces = baseline(path, work, number)
+        totals["(a) _parse_files: gunzip, parse_line, shapes, batches, pieces"] += seconds
+        seconds, parsed = lines_only(content)
+        totals["(a') parse_line + Shapes.row only"] += seconds
+        started = cpu()
+        gzip.decompress(data)
+        gunzip = cpu() - started
+        for label, reader, lines in (
+            ("(b) pyarrow read_json, 1 MiB blocks", functools.partial(read_arrow, content), content),
+            (
+                "(b) pyarrow read_json, 16 MiB blocks",
+                functools.partial(read_arrow, content, 16 << 20),
+                content,
+            ),
+            ("(c) duckdb read_ndjson (gzip file)", functools.partial(read_duckdb, connection, path), None),
+        ):
+            read, whole, judged = timed_judge(reader, lines)
+            extra = 0.0 if lines is None else gunzip
+            totals[label + ": read"] += read + extra
+            totals[label + ": read + judge"] += whole + extra
+            judged_rows[label] += judged.rows - int(judged.fallback.sum())
+            reasons.setdefault(label, Counter()).update(judged.reasons)
+            for difference, count in differences(judged, parsed).items():
+                reasons[label][f"DIFFERS from parse_line: {difference}"] += count
+            if judged.file_failed:
+                reasons[label][f"file left to the per-message path: {judged.file_failed}"] += judged.rows
+            if label.startswith("(b) pyarrow read_json, 1 MiB"):
+                messages += judged.rows
+                write_rows += write_costs(pieces, judged)
+        print(f"file {number}: done, load {load()}", flush=True)
+    base = totals["(a) _parse_files: gunzip, parse_line, shapes, batches, pieces"]
+    print(f"\n{messages:,} messages in {len(files)} files; load average after: {load()}")
+    print(f"{'reader':<70} {'µs/msg':>8} {'vs (a)':>7} {'judged':>7}")
+    for label, seconds in totals.items():
+        reader = label.split(":")[0]
+        share = f"{judged_rows[reader] / messages:.4f}" if reader in judged_rows else ""
+        print(f"{label:<70} {seconds / messages * 1e6:8.2f} {base / seconds:7.2f}x {share:>7}")
+    for label, counter in reasons.items():
+        print(f"\nleft to the per-message rules by {label}:")
+        for reason, count in counter.most_common():
+            print(f"  {count:>7,} rows ({count / messages:.2%}): {reason}")
+    print("\nwrite pass per row, judged rows: loads + cast_rows  vs  cast_arrow of typed columns")
+    summary: dict[str, list[float]] = {}
+    for name, rows, slow, fast, mismatches in write_rows:
+        entry = summary.setdefault(name, [0, 0.0, 0.0, 0])
+        entry[0] += rows
+        entry[1] += slow * rows
+        entry[2] += fast * rows
+        entry[3] += mismatches
+    all_rows = sum(e[0] for e in summary.values())
+    for name, (rows, slow, fast, mismatches) in sorted(summary.items(), key=lambda kv: -kv[1][0])[:6]:
+        print(f"  {name:<32} {int(rows):>7,} rows {slow / rows:6.2f} µs  {fast / rows:6.2f} µs", end="")
+        print(f"  mismatches {int(mismatches)}")
+    if all_rows:
+        slow = sum(e[1] for e in summary.values()) / all_rows
+        fast = sum(e[2] for e in summary.values()) / all_rows
+        print(
+            f"  {'all types (row-weighted)':<32} {all_rows:>7,} rows {slow:6.2f} µs  {fast:6.2f} µs", end=""
+        )
+        print(f"  ({slow / fast:.1f}x)")
+
+
+if __name__ == "__main__":
+    main()
