@@ -41,6 +41,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -64,7 +65,6 @@ _DROPPED_KEYS = frozenset({"writeKey"})
 # ASCII digits, years 1000-8999); any other candidate goes value by value
 _DATE_TIME = write._DATE_TIME
 # Python's str.isspace() characters (str.strip() removes them); approximated, wider is safe
-_SPACE = r"[\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f}\x{85}\p{Z}]"
 _VISIBLE = r"[^\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f}\x{85}\p{Z}]"
 _TIMESTAMP_FIELDS = ("timestamp", "originalTimestamp", "sentAt")
 _REQUIRED = {"track": ("event",), "group": ("groupId",), "alias": ("previousId", "userId")}
@@ -103,6 +103,17 @@ def _no_timestamps(kind: pa.DataType) -> pa.DataType:
     if pa.types.is_list(kind):
         return pa.list_(_no_timestamps(kind.value_type))
     return kind
+
+
+def line_chunks(content: bytes, size: int = 1 << 20) -> list[bytes]:
+    """The decompressed file in pieces of about ``size`` bytes, cut at line ends."""
+    chunks, start = [], 0
+    while start < len(content):
+        end = content.find(b"\n", min(start + size, len(content)) - 1)
+        end = len(content) if end < 0 else end + 1
+        chunks.append(content[start:end])
+        start = end
+    return chunks
 
 
 def read_duckdb(connection: Any, path: Path) -> pa.Table:
@@ -163,12 +174,13 @@ def string_codes(values: pa.Array, judged: Judged) -> tuple[np.ndarray, pa.Array
     """Type codes of a string column (4 string, 5 timestamp, 0 null) and the instants of the
     timestamps (null elsewhere), as value_type and parse_timestamp decide."""
     length = pc.utf8_length(values)
+    first = pc.utf8_slice_codeunits(values, 0, 1)
     candidate = _fill(
         pc.and_(
             pc.and_(pc.greater_equal(length, 16), pc.less_equal(length, 40)),
             pc.or_(
                 pc.equal(pc.utf8_slice_codeunits(values, 4, 5), "-"),
-                pc.match_substring_regex(values, "^" + _SPACE),
+                pc.or_(pc.less_equal(first, " "), pc.utf8_is_space(first)),  # wider than isspace()
             ),
         )
     )
@@ -224,9 +236,10 @@ def _simple_list(kind: pa.DataType) -> bool:
     return any(test(kind) for test in _SIMPLE_LIST_ITEMS)
 
 
-def judge(table: pa.Table, suppressed: frozenset[str] = frozenset()) -> Judged:
+def judge(table: pa.Table, suppressed: frozenset[str] = frozenset(), lines: pa.Array | None = None) -> Judged:
     """What a vectorised parse decides for a block's rows, and which rows it leaves to the
-    per-message rules (``fallback``), with why (``reasons``)."""
+    per-message rules (``fallback``), with why (``reasons``); ``lines``: the rows' lines (text),
+    when the reader keeps them."""
     rows = table.num_rows
     judged = Judged(rows, np.zeros(rows, bool))
     top = {name: table.column(name).combine_chunks() for name in table.column_names}
@@ -241,6 +254,8 @@ def judge(table: pa.Table, suppressed: frozenset[str] = frozenset()) -> Judged:
     codes: list[np.ndarray] = []
     typed: list[pa.Array] = []
     string_instants: dict[tuple[str, ...], pa.Array] = {}
+    strings: list[tuple[int, tuple[str, ...], pa.Array]] = []
+    doubles: list[pa.Array] = []
     for path, values, _ in leaves:
         kind = values.type
         valid = values.is_valid().to_numpy(zero_copy_only=False)
@@ -250,14 +265,12 @@ def judge(table: pa.Table, suppressed: frozenset[str] = frozenset()) -> Judged:
             code = np.where(valid, 1, 0).astype(np.uint8)
         elif pa.types.is_floating(kind):
             code = np.where(valid, 2, 0).astype(np.uint8)
-            _mark(judged, _fill(pc.equal(pc.floor(values), values)), "integral double (1 or 1.0?)")
-            _mark(judged, _fill(pc.invert(pc.is_finite(values))), "NaN or infinity (not JSON)")
-            _mark(judged, _fill(pc.greater_equal(pc.abs(values), 1e31)), "double of 1e31 or more")
+            doubles.append(values)
         elif pa.types.is_boolean(kind):
             code = np.where(valid, 3, 0).astype(np.uint8)
         elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            code, instants = string_codes(values, judged)
-            string_instants[path] = instants
+            code = None  # below, all string columns in one go (a compute call costs ~10 µs)
+            strings.append((len(codes), path, values.cast(pa.string())))
         elif pa.types.is_map(kind):  # DuckDB reads {} as an empty map: nothing to flatten
             code = np.zeros(rows, np.uint8)
             _mark(judged, _fill(pc.greater(pc.list_value_length(values), 0)), f"{kind} values")
@@ -276,14 +289,35 @@ def judge(table: pa.Table, suppressed: frozenset[str] = frozenset()) -> Judged:
         codes.append(code)
         typed.append(values)
 
-    # key collisions: rows where two of the paths may be present (null and absent look alike)
+    if strings:
+        every, instants = string_codes(pa.concat_arrays([values for _, _, values in strings]), judged)
+        for number, (index, path, _) in enumerate(strings):
+            codes[index] = every[number * rows : (number + 1) * rows]
+            string_instants[path] = instants.slice(number * rows, rows)
+    if doubles:
+        every = pa.concat_arrays(doubles)
+        for mask, reason in (
+            (pc.equal(pc.floor(every), every), "integral double (1 or 1.0?)"),
+            (pc.invert(pc.is_finite(every)), "NaN or infinity (not JSON)"),
+            (pc.greater_equal(pc.abs(every), 1e31), "double of 1e31 or more"),
+        ):
+            _mark(judged, _fill(mask).to_numpy(zero_copy_only=False).reshape(-1, rows).any(axis=0), reason)
+
+    # key collisions: rows where two of the paths may be present (a null and an absent key look
+    # alike in Arrow: a path counts as present where its value is not null, or where its parent is
+    # and the row's line holds the key's JSON text; without the lines, wherever its parent is)
     for indexes in names.values():
         if len(indexes) < 2:
             continue
         present = np.zeros(rows, np.int32)
         for index in indexes:
-            parent = leaves[index][2]
-            present += 1 if parent is None else _fill(parent).to_numpy(zero_copy_only=False)
+            path, values, parent = leaves[index]
+            maybe = np.ones(rows, bool) if parent is None else _fill(parent).to_numpy(zero_copy_only=False)
+            if lines is not None:
+                key = orjson.dumps(path[-1]).decode()
+                mentioned = _fill(pc.match_substring(lines, key)).to_numpy(zero_copy_only=False)
+                maybe &= mentioned | values.is_valid().to_numpy(zero_copy_only=False)
+            present += maybe
         _mark(judged, present >= 2, "key collision after snake_case")
 
     # validation, as spec.validate (any invalid row falls back: its reason text and raw line)
@@ -356,18 +390,28 @@ def judge(table: pa.Table, suppressed: frozenset[str] = frozenset()) -> Judged:
     return judged
 
 
-def line_check(content: bytes, rows: int) -> bool:
-    """Whether the reader's rows are the file's non-blank lines, one object each (pyarrow reads
-    ``{..} {..}`` on one line as two rows and an object split over two lines as one)."""
+def line_array(content: bytes, rows: int | None = None) -> pa.Array | None:
+    """The file's non-blank lines as an Arrow string array (no copy), when the reader's rows are
+    those lines, one object each (pyarrow reads ``{..} {..}`` on one line as two rows and an
+    object split over two lines as one); else None."""
     buffer = np.frombuffer(content, np.uint8)
     breaks = np.flatnonzero(buffer == 10)
     starts = np.concatenate(([0], breaks + 1))
     ends = np.concatenate((breaks, [len(buffer)]))
     ends = ends - ((ends > starts) & (buffer[np.maximum(ends - 1, 0)] == 13))
     filled = ends > starts
-    if int(filled.sum()) != rows:
-        return False
-    return bool(np.all(buffer[starts[filled]] == ord("{")) and np.all(buffer[ends[filled] - 1] == ord("}")))
+    if rows is not None and int(filled.sum()) != rows:
+        return None
+    starts, ends = starts[filled], ends[filled]
+    if rows is not None and not (np.all(buffer[starts] == ord("{")) and np.all(buffer[ends - 1] == ord("}"))):
+        return None
+    rows = len(starts)
+    # line i as content[start i : start i+1] (its line end and any blank lines after it included:
+    # harmless for a search of key texts), as Arrow's offsets: no copy of the text
+    offsets = np.concatenate((starts, [len(buffer)])).astype(np.int64)
+    return pa.Array.from_buffers(
+        pa.large_string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(content)]
+    )
 
 
 def vectorised(table_reader: Any, content: bytes | None) -> Judged:
@@ -379,11 +423,14 @@ def vectorised(table_reader: Any, content: bytes | None) -> Judged:
         failed = Judged(0, np.zeros(0, bool))
         failed.file_failed = str(exc)[:120]
         return failed
-    if content is not None and not line_check(content, table.num_rows):
+    if isinstance(table, tuple):  # read_arrow: (table, read twice)
+        table = table[0]
+    lines = None if content is None else line_array(content, table.num_rows)
+    if content is not None and lines is None:
         failed = Judged(table.num_rows, np.ones(table.num_rows, bool))
         failed.file_failed = "rows are not the lines"
         return failed
-    return judge(table)
+    return judge(table, lines=lines)
 
 
 # ---------------------------------------------------------------- the write pass on typed columns
@@ -454,8 +501,10 @@ def differences(judged: Judged, rows: list[tuple[Any, ...]]) -> Counter:
     """Where the judged rows disagree with parse_line's: validity, message id, received time,
     segment type, the map of column types (order aside)."""
     found: Counter = Counter()
-    if judged.file_failed or len(rows) != judged.rows:
-        found["rows not compared"] += len(rows)
+    if judged.file_failed:  # all of it goes to the per-message rules: nothing judged
+        return found
+    if len(rows) != judged.rows:
+        found["row count"] += len(rows)
         return found
     ids = judged.message_ids.to_pylist()  # type: ignore[attr-defined]
     received = judged.received.to_pylist() if judged.received is not None else [None] * len(rows)
@@ -472,10 +521,101 @@ def differences(judged: Judged, rows: list[tuple[Any, ...]]) -> Counter:
     return +found
 
 
+def route(content: bytes) -> list[tuple[bytes, np.ndarray]]:
+    """The file's lines grouped by their (type, event) as the raw text shows them (a regex over
+    each line in C, only a hint: the judgement reads both from the parsed columns), each group's
+    lines as one piece of NDJSON with their numbers among the file's non-blank lines. One group is
+    one table's messages: a narrow schema (pyarrow's reader appends a null for every absent field
+    of a wide, sparse struct: reading the whole file costs three times as much)."""
+    lines = line_array(content)
+    kinds = pc.fill_null(pc.extract_regex(lines, r'"type":"(?P<t>[a-z]+)"').field("t"), "")
+    events = pc.fill_null(pc.extract_regex(lines, r'"event":"(?P<e>[^"\\]*)"').field("e"), "")
+    key = pc.binary_join_element_wise(kinds, events, pa.scalar("\x00", pa.large_string()))
+    groups = key.dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(groups, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(groups))))
+    routed = []
+    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+        taken = lines.take(pa.array(order[start:end]))
+        data, offsets = taken.buffers()[2], np.frombuffer(taken.buffers()[1], np.int64)
+        first, last = offsets[taken.offset], offsets[taken.offset + len(taken)]
+        routed.append((data.to_pybytes()[first:last], order[start:end]))
+    return routed
+
+
+def judge_routed(content: bytes) -> Judged:
+    """(b'): the file's lines routed by (type, event), each group read and judged on its own; a
+    group whose read fails (a type conflict, a lone surrogate, ...) is halved until the halves read
+    (a conflict between them then reads as two schemas), down to 64 lines, which fall back."""
+    parts = [part for group, numbers in route(content) for part in _bisected(group, numbers)]
+    whole = Judged(0, np.zeros(0, bool))
+    for part, _ in parts:
+        whole.rows += part.rows
+        whole.reasons.update(part.reasons)
+        whole.per_value += part.per_value
+    whole.fallback = np.zeros(whole.rows, bool)
+    for part, numbers in parts:
+        whole.fallback[numbers] = part.fallback
+    whole.parts = parts  # type: ignore[attr-defined]
+    return whole
+
+
+def _bisected(chunk: bytes, numbers: np.ndarray, least: int = 64) -> list[tuple[Judged, np.ndarray]]:
+    """A chunk of lines judged whole, or, when its read fails, each half on its own."""
+    part = vectorised(functools.partial(read_arrow, chunk), chunk)
+    if not part.file_failed or part.rows:  # read (a line check failure falls back whole)
+        return [(part, numbers)]
+    if len(numbers) > least:
+        middle = 0
+        for _ in range(len(numbers) // 2):
+            middle = chunk.index(b"\n", middle) + 1
+        return _bisected(chunk[:middle], numbers[: len(numbers) // 2], least) + _bisected(
+            chunk[middle:], numbers[len(numbers) // 2 :], least
+        )
+    part.rows = len(numbers)
+    part.fallback = np.ones(part.rows, bool)
+    part.reasons[f"lines left to the per-message path: {(part.file_failed or '')[:60]}"] += part.rows
+    return [(part, numbers)]
+
+
+def edge_lines() -> list[bytes]:
+    """Messages with every edge the type rules know, as archive lines (some are not valid JSON)."""
+    base = (
+        '{"type":"track","event":"Edge Case","userId":"u1","messageId":"edge-%d",'
+        '"receivedAt":"2026-11-01T10:00:00.000Z","properties":%s}'
+    )
+    properties = [
+        '{"n":1}', '{"n":1.0}', '{"n":2.5}', '{"big":100000000000000000000000000000000000000001}',
+        '{"big":18446744073709551615}', '{"s":"\\ud800"}', '{"t":"2026-11-01T10:00:00Z"}',
+        '{"t":"2026-11-01"}', '{"t":"2026-11-01 10:00:00+0200"}', '{"t":" 2026-11-01T10:00:00Z"}',
+        '{"t":"2026-02-30T10:00:00Z"}',
+        '{"a":[[1,2],[3]]}', '{"a":[{"b":1,"a":null}]}', '{"a":[1.5,2]}', '{"a":["x\\"y"]}',
+        '{"itemCount":1,"item_count":2}', '{"$$":1}', '{"%s":1}' % ("k" * 300), '{"v":NaN}',
+        '{"c":"x"}', '{"c":5}', '{"d":-0.0}', '{"e":{}}', '{"f":"\\u00e9\\ud83d\\ude00"}',
+    ]  # fmt: skip
+    lines = [(base % (n, p)).encode() for n, p in enumerate(properties)]
+    lines.append(
+        b'{"type":"track","event":"Edge Case","userId":"u1","messageId":"edge-y","year":2026,'
+        b'"hr":"x","writeKey":"k","_eventlakeX":1,"receivedAt":"2026-11-01T10:00:00.000Z"}'
+    )
+    lines.append(
+        b'{"type":"bogus","userId":"u1","messageId":"edge-b","receivedAt":"2026-11-01T10:00:00.000Z"}'
+    )
+    lines.append(b'{"type":"page","messageId":"edge-p","receivedAt":"2026-11-01T10:00:00.000Z"}')
+    lines.append(b'{"type":"page","userId":"u1","messageId":"edge-q","receivedAt":"yesterday"}')
+    return lines
+
+
 def timed_judge(reader: Any, content: bytes | None) -> tuple[float, float, Judged]:
     gc.collect()
     started = cpu()
-    table = reader()
+    try:
+        table = reader()
+    except (pa.ArrowInvalid, duckdb.Error) as exc:  # the whole file goes to the per-message path
+        read = cpu() - started
+        failed = Judged(0, np.zeros(0, bool))
+        failed.file_failed = str(exc)[:100]
+        return read, read, failed
     if isinstance(table, tuple):  # read_arrow: (table, read twice)
         table = table[0]
     read = cpu() - started
@@ -540,12 +680,25 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=2)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--edges",
+        action="store_true",
+        help="the first file with edge messages mixed in (pyarrow readers only)",
+    )
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="eventlake-readers-"))
     project = work / "project"
     if not any(project.rglob("*.gz")):
         generator.generate(project, "bench", args.messages, args.files)
     files = sorted(project.rglob("*.gz"))
+    if args.edges:  # the first file with the edge lines spread over it, alone
+        lines = gzip.decompress(files[0].read_bytes()).split(b"\n")
+        edges = edge_lines()
+        step = max(1, len(lines) // (len(edges) + 1))
+        for n, edge in enumerate(edges):
+            lines.insert((n + 1) * step, edge)
+        files = [work / "edges.gz"]
+        files[0].write_bytes(gzip.compress(b"\n".join(lines), 1))
     connection = duckdb.connect()
     connection.execute("SET threads = 1")
     totals: dict[str, float] = Counter()
@@ -575,6 +728,8 @@ def main() -> None:
             ),
             ("(c) duckdb read_ndjson (gzip file)", functools.partial(read_duckdb, connection, path), None),
         ):
+            if args.edges and lines is None:
+                continue
             read, whole, judged = timed_judge(reader, lines)
             extra = 0.0 if lines is None else gunzip
             totals[label + ": read"] += read + extra
@@ -584,10 +739,20 @@ def main() -> None:
             for difference, count in differences(judged, parsed).items():
                 reasons[label][f"DIFFERS from parse_line: {difference}"] += count
             if judged.file_failed:
-                reasons[label][f"file left to the per-message path: {judged.file_failed}"] += judged.rows
+                reasons[label][f"file left to the per-message path: {judged.file_failed}"] += len(parsed)
             if label.startswith("(b) pyarrow read_json, 1 MiB"):
-                messages += judged.rows
+                messages += len(parsed)
                 write_rows += write_costs(pieces, judged)
+        label = "(b') pyarrow read_json per (type, event) group of lines"
+        gc.collect()
+        started = cpu()
+        judged = judge_routed(content)
+        totals[label + ": read + judge"] += cpu() - started + gunzip
+        judged_rows[label] += judged.rows - int(judged.fallback.sum())
+        reasons.setdefault(label, Counter()).update(judged.reasons)
+        for part, numbers in judged.parts:  # type: ignore[attr-defined]
+            for difference, count in differences(part, [parsed[n] for n in numbers]).items():
+                reasons[label][f"DIFFERS from parse_line: {difference}"] += count
         print(f"file {number}: done, load {load()}", flush=True)
     base = totals["(a) _parse_files: gunzip, parse_line, shapes, batches, pieces"]
     print(f"\n{messages:,} messages in {len(files)} files; load average after: {load()}")
