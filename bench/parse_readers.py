@@ -496,7 +496,7 @@ def cpu() -> float:
     return time.process_time()
 
 
-def baseline(path: Path, scratch: Path, number: int) -> tuple[float, Path]:
+def baseline(path: Path, scratch: Path, number: int, suppressed: frozenset[str]) -> tuple[float, Path]:
     """(a): the parse pass on one file as a worker runs it; CPU seconds, and the pieces' folder."""
     storage = LocalStorage()
     pieces = scratch / f"pieces-{number}"
@@ -504,7 +504,7 @@ def baseline(path: Path, scratch: Path, number: int) -> tuple[float, Path]:
     with transform.without_cycle_collection(), Pieces(storage, pieces, number) as kept:
         for _ in transform._parse_files(
             [(number, str(path), path.stat().st_size)], transform.Shapes(number), kept,
-            position_base(number), storage, frozenset(),
+            position_base(number), storage, suppressed,
         ):  # fmt: skip
             pass
     return cpu() - started, pieces
@@ -759,7 +759,7 @@ def main() -> None:
     for number, path in enumerate(files):
         data = path.read_bytes()
         content = gzip.decompress(data)
-        seconds, pieces = min(baseline(path, work, number) for _ in range(args.repeat))
+        seconds, pieces = min(baseline(path, work, number, suppressed) for _ in range(args.repeat))
         totals["(a) _parse_files: gunzip, parse_line, shapes, batches, pieces"] += seconds
         seconds, parsed = lines_only(content, suppressed)
         for _ in range(args.repeat - 1):
