@@ -11,13 +11,18 @@ On archive files made by ``bench/sync.py``'s generator, one file at a time, one 
   once per distinct (type, event), validation), and which rows it cannot judge (they fall back to
   the per-message rules);
 - (c) DuckDB's ``read_ndjson`` inside the process on the same gzip file, into Arrow, then the same
-  :func:`judge`.
+  :func:`judge`;
+- (b') the chosen design: the file's lines routed by (type, event) (:func:`route`), each group
+  read by pyarrow and judged on its own, a failed read halved (:func:`judge_routed`).
 
-Then the write pass on the same rows: ``write.cast_rows`` on ``loads(payload)`` of the baseline's
-pieces against :func:`cast_arrow` of the typed Arrow columns a vectorised parse would keep.
+Every judged row is compared with ``parse_line``'s (validity, id, received time, segment type,
+column types): a "DIFFERS" line in the output is a defect of the judgement. Then the write pass
+on the same rows: ``write.cast_rows`` on ``loads(payload)`` of the baseline's pieces against
+:func:`cast_arrow` of the typed Arrow columns a vectorised parse would keep.
 
     PYTHONPATH=src .venv/bin/python bench/parse_readers.py                  # 100,000 messages, 2 files
-    PYTHONPATH=src .venv/bin/python bench/parse_readers.py --messages 20000 --files 1
+    PYTHONPATH=src .venv/bin/python bench/parse_readers.py --repeat 3 --suppress 500
+    PYTHONPATH=src .venv/bin/python bench/parse_readers.py --messages 10000 --files 1 --edges
 
 A benchmark and a prototype, not product code: the rules stay in ``eventlake.spec`` and
 ``eventlake.schema``; :func:`judge` only decides where it can prove the per-message rules' answer.
