@@ -195,11 +195,15 @@ session.stop()
 
 
 def ensure(folder: Path, timeout: float = 900.0) -> Path | None:
-    """Make the archive of a session without extra class path (embedded Derby or Glue: the
-    default) in ``folder`` now, unless it is there: a session in a child process that runs a small
-    sync-like workload and publishes the archive at its exit. The archive's path, None when it
-    could not be made (the starts then go without it)."""
-    path = folder / archive_name("")
+    """Make the archive of a session on the embedded Derby metastore (the default catalog: its
+    extra class path is the metastore's ORM jar, see :mod:`eventlake.jvm.metastore.derby_schema`)
+    in ``folder`` now, unless it is there: a session in a child process that runs a small sync-like
+    workload and publishes the archive at its exit. The archive's path, None when it could not be
+    made (the starts then go without it). Other class paths (Glue's none, a JDBC driver's) get
+    theirs from their first session."""
+    from eventlake.jvm.metastore.derby_schema import orm_jar
+
+    path = folder / archive_name(orm_jar())
     marker = path.with_name(path.name + ".creating")
     if not path.is_file():
         deadline = time.monotonic() + timeout
