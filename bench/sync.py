@@ -383,9 +383,17 @@ class PeakRss:
                         if line.startswith("VmRSS:"):
                             total += int(line.split()[1]) * 1024
                 except OSError:
-                    pass
+                    continue  # ended since the listing
+                self._sampled(pid)
             self.peak = max(self.peak, total)
+            self._after_sample()
             self._stop.wait(0.2)
+
+    def _sampled(self, pid: int) -> None:
+        """What a subclass notes of each live process of the tree at each sample."""
+
+    def _after_sample(self) -> None:
+        """What a subclass notes once a sample of the whole tree is taken."""
 
     def stop(self) -> int:
         self._stop.set()
@@ -442,28 +450,19 @@ class TreeSampler(PeakRss):
         self.timeline: list[tuple[float, dict[str, float]]] = []  # (seconds since start, CPU s by kind)
         super().__init__(pid)  # starts sampling
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = 0
-            for pid in self._tree():
-                try:
-                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                        if line.startswith("VmRSS:"):
-                            total += int(line.split()[1]) * 1024
-                except OSError:
-                    continue
-                used = cpu_seconds(pid)
-                if used:
-                    self.cpu[pid] = max(self.cpu.get(pid, 0.0), used)
-                    # each time: Spark's JVM starts as spark-submit's shell and becomes java (exec)
-                    self.kinds[pid] = _process_kind(self.pid, pid)
-            self.peak = max(self.peak, total)
-            self.loads.append(os.getloadavg()[0])
-            by_kind = {"driver": 0.0, "jvm": 0.0, "workers": 0.0}
-            for pid, used in self.cpu.items():
-                by_kind[self.kinds[pid]] += used
-            self.timeline.append((time.monotonic() - self.started, by_kind))
-            self._stop.wait(0.2)
+    def _sampled(self, pid: int) -> None:
+        used = cpu_seconds(pid)
+        if used:
+            self.cpu[pid] = max(self.cpu.get(pid, 0.0), used)
+            # each time: Spark's JVM starts as spark-submit's shell and becomes java (exec)
+            self.kinds[pid] = _process_kind(self.pid, pid)
+
+    def _after_sample(self) -> None:
+        self.loads.append(os.getloadavg()[0])
+        by_kind = {"driver": 0.0, "jvm": 0.0, "workers": 0.0}
+        for pid, used in self.cpu.items():
+            by_kind[self.kinds[pid]] += used
+        self.timeline.append((time.monotonic() - self.started, by_kind))
 
     def stop(self) -> tuple[int, float, float]:  # type: ignore[override]
         """Peak RSS, CPU seconds, the mean of the machine's 1-minute load average."""
