@@ -63,7 +63,10 @@ class InProcessStager:
                     "size": [r[2] for r in task],
                 }
             )
-            batches += parse_files([frame], storage=run.storage, pieces=pieces, suppressed=suppressed)
+            batches += parse_files(
+                [frame], storage=run.storage, pieces=pieces, suppressed=suppressed,
+                columnar=run.settings.sync.parser == "columnar",
+            )  # fmt: skip
         parsed = pa.Table.from_batches(batches, PARSED_ARROW) if batches else PARSED_ARROW.empty_table()
         parsed = _selected(run, parsed)
         messages = parsed.filter(pc.is_valid(parsed["ok"]))
@@ -154,7 +157,7 @@ def _dedupe(run: SourceSync, valid: pa.Table, first: datetime | None) -> pa.Arra
     position), and of the ids the index holds in the window."""
     ids = valid["message_id"].to_pylist()
     order = sorted(
-        zip(ids, *(valid[c].to_pylist() for c in ("received_at", "payload_hash", "position")), strict=True),
+        zip(ids, *(valid[c].to_pylist() for c in ("received_at", "line_hash", "position")), strict=True),
         key=lambda r: (r[0], r[1], r[2], r[3]),
     )  # fmt: skip
     drop = [r[3] for i, r in enumerate(order) if i and order[i - 1][0] == r[0]]

@@ -12,7 +12,7 @@ from eventlake.schema import cast_value
 from eventlake.spec import enrich
 from eventlake.storage import LocalStorage
 from eventlake.sync.pipeline.transform import dumps, loads, parse_line
-from eventlake.sync.pipeline.write import cast_rows, write_partition
+from eventlake.sync.pipeline.write import cast_rows
 from eventlake.sync.protocol.stage import DEDUPE, TABLE, VALUES, RunStage, StagedFile
 from eventlake.timestamps import parse_timestamp
 
@@ -252,35 +252,39 @@ def test_cast_rows_gives_what_cast_value_gives_value_by_value() -> None:
                 assert (table.to_pylist(), rejected) == _cast_by_value(rows, [("c", kind)]), (kind, edge)
 
 
-def test_write_partition_writes_one_file_per_table_partition(tmp_path) -> None:
+def test_write_partitions_writes_one_file_per_table_partition(tmp_path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from eventlake.sync.pipeline.write import cast_json_pieces, in_received_order, write_partitions
+
     columns = (("message_id", "string"), ("traits_age", "bigint"))
-    received = parse_timestamp("2026-11-22T10:00:00Z")
-
-    def rows(*messages: tuple[str, str]) -> pa.Table:
-        return pa.table(
-            {
-                "message_id": [m for m, _ in messages],
-                "received_at": pa.array([received] * len(messages), pa.timestamp("us", tz="UTC")),
-                "payload": [p for _, p in messages],
-            }
-        )
-
-    partitions = [
-        (
-            ("2026-11-22", "10"),
-            rows(
-                ("m1", '{"message_id": "m1", "traits_age": 3}'),
-                ("m2", '{"message_id": "m2", "traits_age": "old"}'),
-            ),
-        ),
-        (("2026-11-22", "11"), rows(("m3", '{"message_id": "m3"}'))),
-    ]
+    ten = parse_timestamp("2026-11-22T10:00:00Z")
+    pieces = pa.table(
+        {
+            "position": pa.array([7, 1, 3], pa.int64()),
+            "message_id": ["m3", "m1", "m2"],
+            "received_at": pa.array([ten.replace(hour=11), ten, ten], pa.timestamp("us", tz="UTC")),
+            "payload": ['{"message_id": "m3"}', '{"message_id": "m1", "traits_age": 3}',
+                        '{"message_id": "m2", "traits_age": "old"}'],
+        }
+    )  # fmt: skip
+    values, rejected = cast_json_pieces(pieces, columns)
     stage = RunStage(tmp_path, "src1", "src1", "r1", ("day", "hr"))
+    rows, values, rejected = in_received_order(
+        pieces.select(["position", "message_id", "received_at"]), values, rejected
+    )
     records = list(
-        write_partition(0, "identify", partitions, columns=columns, stage=stage, storage=LocalStorage())
+        write_partitions(
+            0,
+            "identify",
+            rows,
+            values,
+            rejected,
+            date_partition="day-hour",
+            stage=stage,
+            storage=LocalStorage(),
+        )
     )
     name = "part-r1-00000.parquet"
     assert records == [
@@ -328,7 +332,7 @@ def test_the_parse_pass_keeps_valid_messages_values_in_pieces_and_numbers_every_
     import pyarrow as pa
 
     from eventlake.sync.pipeline.pieces import pieces_by_type, read_pieces
-    from eventlake.sync.pipeline.transform import PARSED_ARROW, parse_files, payload_hash
+    from eventlake.sync.pipeline.transform import PARSED_ARROW, line_hash, parse_files
 
     lines = [
         archived({"type": "identify", "userId": "u1", "messageId": "m1", "traits": {"age": 3}}),
@@ -340,18 +344,19 @@ def test_the_parse_pass_keeps_valid_messages_values_in_pieces_and_numbers_every_
     folder = tmp_path / "pieces"
     batch = pa.RecordBatch.from_pydict({"location": [str(archive)], "number": [3]})
     out = pa.Table.from_batches(
-        list(parse_files([batch], storage=LocalStorage(), pieces=folder)), schema=PARSED_ARROW
+        list(parse_files([batch], storage=LocalStorage(), pieces=folder, columnar=False)), schema=PARSED_ARROW
     ).to_pylist()
     positions = [row["position"] for row in out]
-    assert positions == [(3 << 33) + n for n in range(len(out))]  # from the file's number; shapes too
+    assert len(set(positions)) == len(out) and all(p >> 33 == 3 for p in positions)  # from the file's number
     messages = [row for row in out if row["ok"] is not None]
+    assert [m["position"] for m in messages] == [(3 << 33) + n for n in range(4)]  # line n: first + n
     assert [(m["ok"], m["message_id"]) for m in messages] == [
         (True, "m1"),
         (False, None),
         (True, "m2"),
         (True, "m3"),
     ]
-    assert messages[1]["raw"] == "{nope" and messages[1]["payload_hash"] is None
+    assert messages[1]["raw"] == "{nope" and messages[1]["line_hash"] is None
     found = pieces_by_type(LocalStorage(), folder)
     assert sorted(found) == ["identify", "track_signed_up"]
     identify = read_pieces(LocalStorage(), found["identify"][1], pa.array([], pa.int64()), None).to_pylist()
@@ -359,7 +364,7 @@ def test_the_parse_pass_keeps_valid_messages_values_in_pieces_and_numbers_every_
     by_id = {m["message_id"]: m for m in messages if m["ok"]}
     assert [p["position"] for p in identify] == [by_id["m1"]["position"], by_id["m3"]["position"]]
     assert loads(identify[0]["payload"])["traits_age"] == 3
-    assert by_id["m1"]["payload_hash"] == payload_hash(identify[0]["payload"])
+    assert by_id["m1"]["line_hash"] == line_hash(lines[0].encode())
     kept = read_pieces(LocalStorage(), found["identify"][1], pa.array([by_id["m1"]["position"]]), None)
     assert kept.column("message_id").to_pylist() == ["m3"]
     later = (RECEIVED.replace(minute=48), RECEIVED.replace(hour=11))
@@ -507,7 +512,7 @@ def test_partition_values_of_an_hour_match_spark_date_patterns() -> None:
 def test_a_damaged_archive_file_is_one_row_naming_it_and_gives_no_line_nor_piece(tmp_path) -> None:
     import pyarrow as pa
 
-    from eventlake.sync.pipeline.pieces import pieces_by_type, read_pieces
+    from eventlake.sync.pipeline.pieces import pieces_by_type, read_all_pieces
     from eventlake.sync.pipeline.transform import PARSED_ARROW, parse_files
 
     good = _archive(tmp_path, [archived({"type": "track", "event": "A", "userId": "u", "messageId": "g"})])
@@ -534,5 +539,9 @@ def test_a_damaged_archive_file_is_one_row_naming_it_and_gives_no_line_nor_piece
     ]
     assert [r["message_id"] for r in out if r["ok"] is not None] == ["g"]  # all or nothing per file
     [(_, (_, files))] = pieces_by_type(LocalStorage(), folder).items()
-    kept = read_pieces(LocalStorage(), files, pa.array([], pa.int64()), None)
-    assert kept.column("message_id").to_pylist() == ["g"]  # nothing of the damaged files' lines
+    json_rows, typed = read_all_pieces(LocalStorage(), files, pa.array([], pa.int64()), None)
+    kept = [
+        *json_rows.column("message_id").to_pylist(),
+        *(m for t in typed for m in t["message_id"].to_pylist()),
+    ]
+    assert kept == ["g"]  # nothing of the damaged files' lines

@@ -15,7 +15,13 @@ from eventlake.archive.errors import (
     SpoolWriteError,
     SuppressionError,
 )
-from eventlake.archive.files import ArchiveFile, archive_lines, list_archive_files, read_archive_lines
+from eventlake.archive.files import (
+    ArchiveFile,
+    archive_content,
+    archive_lines,
+    list_archive_files,
+    read_archive_lines,
+)
 from eventlake.archive.spool import Spool, SpoolStats
 from eventlake.archive.suppression import SuppressedUser, SuppressionCache, SuppressionList
 
@@ -35,6 +41,7 @@ __all__ = [
     "SuppressionCache",
     "SuppressionError",
     "SuppressionList",
+    "archive_content",
     "archive_lines",
     "list_archive_files",
     "read_archive_lines",

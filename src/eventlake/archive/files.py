@@ -52,11 +52,16 @@ def archive_lines(data: bytes, path: Location | str | None = None) -> Iterator[b
     All or nothing: the file is decompressed whole before its first line is given, so a truncated
     or non-gzip file raises :class:`DamagedArchiveFileError` (naming ``path``) here, never after
     some of its lines were taken for the file's content."""
+    return _lines(archive_content(data, path))
+
+
+def archive_content(data: bytes, path: Location | str | None = None) -> bytes:
+    """An archive file's bytes decompressed whole; :class:`DamagedArchiveFileError` (naming
+    ``path``) when they are not whole gzip."""
     try:
-        content = gzip.decompress(data)
+        return gzip.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
         raise DamagedArchiveFileError(path, str(exc) or type(exc).__name__) from None
-    return _lines(content)
 
 
 def _lines(content: bytes) -> Iterator[bytes]:

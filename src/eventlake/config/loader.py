@@ -16,6 +16,7 @@ from eventlake.config.jdbc import JDBC_DRIVERS
 from eventlake.config.settings import (
     DATE_PARTITIONS,
     FILL_IP_MODES,
+    PARSERS,
     AlertsSettings,
     CatalogKind,
     CatalogSettings,
@@ -164,6 +165,8 @@ def _validate_sections(sections: dict[str, Any]) -> None:
     query = sections["query"]
     if not 0 < query.thrift_port < 65536:
         raise ConfigError("query.thrift_port", f"{query.thrift_port} is not a TCP port", "use 1-65535")
+    if sync.parser not in PARSERS:
+        raise ConfigError("sync.parser", f"{sync.parser!r}", f"use one of {', '.join(PARSERS)}")
     grace = sections["sync"].rewrite_grace_minutes
     if grace < 0:
         raise ConfigError("sync.rewrite_grace_minutes", f"{grace}", "use >= 0 (minutes)")

@@ -151,6 +151,13 @@ class SyncSettings:
     # a rewritten partition's old files (compaction, replay, user deletion, set-type on an object store)
     # stay this long after the catalog moved to the new ones: longer than the longest query reading them
     rewrite_grace_minutes: float = 60.0
+    # how the parse pass reads the archive: "columnar" (pyarrow's JSON reader and Arrow compute,
+    # the per-message rules for what it cannot judge) or "per-message" (every line through the
+    # per-message rules: the specification, several times slower); both give the same lake
+    parser: str = "columnar"
+
+
+PARSERS = ("columnar", "per-message")
 
 
 @dataclass(frozen=True)

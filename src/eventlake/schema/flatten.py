@@ -19,8 +19,8 @@ from eventlake.schema.types import json_text
 
 __all__ = ["Collision", "Flattened", "flatten"]
 
-_DROPPED_KEYS = frozenset({"writeKey"})
-_INTERNAL_PREFIX = "_eventlake"
+DROPPED_KEYS = frozenset({"writeKey"})
+INTERNAL_PREFIX = "_eventlake"
 
 
 class Collision(NamedTuple):
@@ -84,7 +84,7 @@ def _walk(node: Mapping[str, Any], parent_column: str, values: dict[str, Any], d
         column = columns.get((parent_column, key))
         if column is None:
             column = _child_column(parent_column, key)
-        if not depth and (key in _DROPPED_KEYS or key.startswith(_INTERNAL_PREFIX)):
+        if not depth and (key in DROPPED_KEYS or key.startswith(INTERNAL_PREFIX)):
             continue
         kind = type(value)
         if kind is dict:
@@ -151,7 +151,7 @@ def _top_level_items(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return [
         (str(key), value)
         for key, value in message.items()
-        if key not in _DROPPED_KEYS and not str(key).startswith(_INTERNAL_PREFIX)
+        if key not in DROPPED_KEYS and not str(key).startswith(INTERNAL_PREFIX)
     ]
 
 

@@ -26,6 +26,8 @@ __all__ = [
     "MAX_COLUMN_NAME_LENGTH",
     "MAX_SEGMENT_TYPE_LENGTH",
     "MESSAGE_TYPES",
+    "PARTITION_NAMES",
+    "SHADOWED_PREFIX",
     "column_name",
     "is_safe_identifier",
     "segment_type",
@@ -36,6 +38,9 @@ __all__ = [
 
 MAX_COLUMN_NAME_LENGTH = 250  # Glue's limit
 MAX_SEGMENT_TYPE_LENGTH = 200
+# a column named as a partition key would shadow it: the column gets this prefix (``year`` -> ``_year``)
+SHADOWED_PREFIX = "_"
+PARTITION_NAMES = frozenset({"year", "month", "day", "hr", "segment_type", "run_id"})
 
 _SAFE = re.compile(r"[a-z0-9_]+")
 _HASH_CHARS = 8

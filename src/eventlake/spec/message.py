@@ -28,8 +28,8 @@ ENDPOINT_TYPES: dict[str, str | None] = {
     "b": None,
 }
 
-_TIMESTAMP_FIELDS = ("timestamp", "originalTimestamp", "sentAt")
-_REQUIRED_BY_TYPE = {"track": ("event",), "group": ("groupId",), "alias": ("previousId", "userId")}
+TIMESTAMP_FIELDS = ("timestamp", "originalTimestamp", "sentAt")
+REQUIRED_BY_TYPE = {"track": ("event",), "group": ("groupId",), "alias": ("previousId", "userId")}
 
 
 class InvalidCode(str, Enum):  # enum.StrEnum once Python 3.10 is dropped
@@ -146,7 +146,7 @@ def validate(message: Any) -> Invalid | None:
         )
     if not _present(message.get("userId")) and not _present(message.get("anonymousId")):
         return Invalid(InvalidCode.MISSING_USER_ID_AND_ANONYMOUS_ID, "neither userId nor anonymousId")
-    for key in _REQUIRED_BY_TYPE.get(kind, ()):
+    for key in REQUIRED_BY_TYPE.get(kind, ()):
         if not _present(message.get(key)):
             return Invalid(_MISSING[key], f"{kind} message without {key}")
     message_id = message.get("messageId")
@@ -154,7 +154,7 @@ def validate(message: Any) -> Invalid | None:
         return Invalid(InvalidCode.INVALID_MESSAGE_ID, "messageId is not a string")
     if len(message_id) > MAX_MESSAGE_ID:
         return Invalid(InvalidCode.MESSAGE_ID_TOO_LONG, f"messageId longer than {MAX_MESSAGE_ID} characters")
-    for key in _TIMESTAMP_FIELDS:
+    for key in TIMESTAMP_FIELDS:
         value = message.get(key)
         if value is not None and parse_timestamp(value) is None:
             return Invalid(_BAD_TIMESTAMP[key], f"{key} {str(value)[:40]!r} is not an ISO-8601 date-time")

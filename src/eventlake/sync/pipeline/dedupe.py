@@ -33,7 +33,7 @@ def dedupe(
     filters: Path | None = None,
 ) -> DataFrame:
     """The ``position`` of each ``valid`` row to drop: every copy of a messageId but the first
-    (earliest received; then the smaller hash of its values, then the earlier position), and every
+    (earliest received; then the smaller hash of its archive line, then the earlier position), and every
     row whose messageId is in the dedupe ``index`` received up to ``window_days`` before the run's
     first message (and, for a replay, before ``until``: the range's own ids are in the index from
     the syncs that first brought them). ``messages``: how many ``valid`` rows there are, if known.
@@ -47,7 +47,7 @@ def dedupe(
     synced are found first and broadcast, and only the repeated rows are ordered."""
     ids = valid.select("message_id")
     repeated = F.broadcast(ids.groupBy("message_id").count().filter("count > 1").select("message_id"))
-    first = Window.partitionBy("message_id").orderBy("received_at", "payload_hash", "position")
+    first = Window.partitionBy("message_id").orderBy("received_at", "line_hash", "position")
     drop = (
         valid.join(repeated, "message_id", "left_semi")
         .withColumn("_n", F.row_number().over(first))

@@ -355,7 +355,10 @@ class SparkStager:
     ) -> ParsedRun:
         # the workers read the archive through storage: the lake's store needs no Hadoop connector
         pieces = stage.scratch("pieces")  # the valid messages' values, for the write pass
-        parse = functools.partial(parse_files, storage=run.storage, pieces=pieces, suppressed=suppressed)
+        parse = functools.partial(
+            parse_files, storage=run.storage, pieces=pieces, suppressed=suppressed,
+            columnar=run.settings.sync.parser == "columnar",
+        )  # fmt: skip
         lines = files_frame(self.spark, [f.path for f in files], sizes=[f.size for f in files])
         parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed", run.storage)
         parsed = run.selection.rows(parsed)

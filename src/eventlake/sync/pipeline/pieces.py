@@ -7,7 +7,12 @@ pieces (one task reads all of a type's), drops the rows the dedupe named (by ``p
 writes the table's files. So the payloads never enter the JVM and are never shuffled.
 
 A piece's rows: ``position`` (the row's number in the run, see :func:`position_base`),
-``message_id``, ``received_at``, ``payload`` (the flattened values as JSON).
+``message_id``, ``received_at``, ``payload`` (the flattened values as JSON). A *typed* piece
+(:meth:`Pieces.add_typed`: the rows the columnar parse judged, see :mod:`.columnar`) holds the
+values as Arrow columns instead, in the struct ``values`` (column name -> the values as JSON typed
+them: int64, double, bool, string), and where each row's line is in its archive file (``line_start``,
+``line_end`` in the decompressed file named by the schema's ``archive`` metadata: a blocked type's
+quarantine rows are that line's message).
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ PIECE_SCHEMA = pa.schema(
         ("payload", pa.string()),
     ]
 )
+TYPED_FIELDS = [
+    ("position", pa.int64()),
+    ("message_id", pa.string()),
+    ("received_at", pa.timestamp("us", tz="UTC")),
+    ("line_start", pa.int64()),
+    ("line_end", pa.int64()),
+]
 PIECE_SUFFIX = ".arrow"
 _FLUSH_ROWS = 2000  # rows buffered per segment type before they are written
 _OPEN_FILES = 32  # piece files a task keeps open at most (a source may have thousands of events)
@@ -60,6 +72,7 @@ class Pieces:
         self.buffers: dict[str, list[tuple[Any, ...]]] = {}
         self.open: dict[str, tuple[Any, contextlib.ExitStack]] = {}  # writer, file; least recent first
         self.parts: dict[str, int] = {}  # segment type -> parts started
+        self.typed = 0  # typed pieces written
 
     def __enter__(self) -> Pieces:
         return self
@@ -73,6 +86,25 @@ class Pieces:
         buffer.append((position, message_id, received, payload))
         if len(buffer) >= _FLUSH_ROWS:
             self._flush(segment_type, buffer)
+
+    def add_typed(
+        self, segment_type: str, archive: str, positions: pa.Array, message_ids: pa.Array, received: pa.Array,
+        line_starts: pa.Array, line_ends: pa.Array, values: dict[str, pa.Array],
+    ) -> None:  # fmt: skip
+        """Rows of ``segment_type`` judged on columns, as one typed piece (written at once: whole)."""
+        struct = (
+            pa.StructArray.from_arrays(list(values.values()), list(values))
+            if values
+            else pa.array([{}] * len(positions), pa.struct([]))
+        )
+        table = pa.Table.from_arrays(
+            [positions, message_ids, received, line_starts, line_ends, struct],
+            schema=pa.schema([*TYPED_FIELDS, ("values", struct.type)], metadata={"archive": archive}),
+        )
+        location = self.folder / segment_type / f"{self.task:05d}-typed-{self.typed:05d}{PIECE_SUFFIX}"
+        self.typed += 1
+        with self.storage.open_write(location) as handle, pa.ipc.new_file(handle, table.schema) as writer:
+            writer.write_table(table)
 
     def _flush(self, segment_type: str, rows: list[tuple[Any, ...]]) -> None:
         found = self.open.pop(segment_type, None)
@@ -124,14 +156,23 @@ def pieces_by_type(storage: Storage, folder: Location) -> dict[str, tuple[int, l
 def read_pieces(
     storage: Storage, locations: Sequence[str], drop: pa.Array, window: tuple[datetime, datetime] | None
 ) -> pa.Table:
-    """The rows of these pieces but those whose position is in ``drop`` and, for a replay, those
-    received outside ``window`` (``[start, end)``)."""
-    tables = []
+    """The rows of these pieces (the JSON ones: see :func:`read_all_pieces`) but those whose
+    position is in ``drop`` and, for a replay, those received outside ``window`` (``[start, end)``)."""
+    return read_all_pieces(storage, locations, drop, window)[0]
+
+
+def read_all_pieces(
+    storage: Storage, locations: Sequence[str], drop: pa.Array, window: tuple[datetime, datetime] | None
+) -> tuple[pa.Table, list[pa.Table]]:
+    """The rows of these pieces, as :func:`read_pieces` keeps them: those of the JSON pieces in one
+    table, and each typed piece's (with its ``archive`` metadata)."""
+    tables, typed = [], []
     for location in locations:
         table = pa.ipc.open_file(pa.py_buffer(storage.read(to_location(location)))).read_all()
         keep = _keep(table, drop, window)
-        tables.append(table if keep is None else table.filter(keep))
-    return pa.concat_tables(tables) if tables else PIECE_SCHEMA.empty_table()
+        table = table if keep is None else table.filter(keep)
+        (typed if "values" in table.schema.names else tables).append(table)
+    return (pa.concat_tables(tables) if tables else PIECE_SCHEMA.empty_table()), typed
 
 
 def _keep(table: pa.Table, drop: pa.Array, window: tuple[datetime, datetime] | None) -> Any:

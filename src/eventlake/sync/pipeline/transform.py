@@ -14,23 +14,24 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eventlake.archive import DamagedArchiveFileError, archive_lines
+from eventlake.archive import DamagedArchiveFileError, archive_content
 from eventlake.archive.suppression import is_suppressed
 from eventlake.schema import flatten, segment_type, value_type
+from eventlake.schema.naming import PARTITION_NAMES, SHADOWED_PREFIX
 from eventlake.spec import validate
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.prefetch import prefetched
+from eventlake.sync.pipeline.columnar import FileLines, Group, judge_file
 from eventlake.sync.pipeline.pieces import Pieces, position_base
 from eventlake.timestamps import parse_timestamp
 
-# top-level columns that would shadow a partition key get this prefix
-SHADOWED_PREFIX = "_"
-PARTITION_NAMES = frozenset({"year", "month", "day", "hr", "segment_type", "run_id"})
+OTHER_ROWS = 1 << 32  # a task's lines are numbered below, its shapes and damaged files from here (see _Task)
 BATCH_ROWS = 2000  # rows per Arrow batch a worker hands to Spark (keeps the heap flat)
 # the ``reason`` of a valid message whose userId is suppressed: dropped (not in any table, not in
 # the quarantine), counted in the report's ``suppressed``
@@ -47,7 +48,7 @@ PARSED_SCHEMA = T.StructType(
         T.StructField("message_id", T.StringType()),
         T.StructField("received_at", T.TimestampType()),
         T.StructField("segment_type", T.StringType()),
-        T.StructField("payload_hash", T.LongType()),  # the values stay in the run's pieces
+        T.StructField("line_hash", T.LongType()),  # the values stay in the run's pieces
         T.StructField("types", T.MapType(T.StringType(), T.StringType())),  # shapes only
         T.StructField("collisions", T.ArrayType(T.StringType())),
         T.StructField("reason", T.StringType()),
@@ -144,13 +145,18 @@ class Shapes:
         types = parsed[5]
         if types is None:
             return (*parsed, None), None
+        name, new = self.name(parsed[3], types)
+        return (*parsed[:5], None, *parsed[6:], name), new
+
+    def name(self, segment_type: str, types: dict[str, str]) -> tuple[str, tuple[Any, ...] | None]:
+        """The name of the map of column ``types`` (of a message of ``segment_type``), and the
+        shape's own row when it is new."""
         key = (tuple(types), tuple(types.values()))
         name = self.names.get(key)
-        new = None
-        if name is None:
-            name = self.names[key] = f"{self.task}-{len(self.names)}"
-            new = (None, None, None, parsed[3], None, types, None, None, None, name)
-        return (*parsed[:5], None, *parsed[6:], name), new
+        if name is not None:
+            return name, None
+        name = self.names[key] = f"{self.task}-{len(self.names)}"
+        return name, (None, None, None, segment_type, None, types, None, None, None, name)
 
 
 def damaged_row(location: str, problem: str) -> tuple[Any, ...]:
@@ -162,16 +168,18 @@ def damaged_row(location: str, problem: str) -> tuple[Any, ...]:
 
 def parse_files(
     batches: Iterable[pa.RecordBatch], *, storage: Storage, pieces: Location,
-    suppressed: frozenset[str] = frozenset(),
+    suppressed: frozenset[str] = frozenset(), columnar: bool = True,
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """``mapInArrow`` over a frame of archive files (:func:`.read.files_frame`): each file is read
     through ``storage`` by the worker and its lines come out as :data:`PARSED_ARROW` rows (messages
     and shapes), in batches of at most :data:`BATCH_ROWS`, while the valid messages' values go to
     the run's :mod:`pieces <.pieces>` in the folder ``pieces``; a file that is not whole gzip gives
     one :func:`damaged_row` and nothing else (all or nothing); ``suppressed``: the source's
-    suppressed userIds. The rows are numbered from their first file's number, not from Spark's task
-    (a recomputed partition may run in another job's task): the same files give the same numbers
-    and the same pieces wherever they are computed."""
+    suppressed userIds. ``columnar``: the lines are judged on Arrow columns (:mod:`.columnar`), and
+    only what it cannot judge goes through :func:`parse_line`; else every line does (the
+    specification, kept for the differential test). The rows are numbered from their first file's
+    number, not from Spark's task (a recomputed partition may run in another job's task): the same
+    files give the same numbers and the same pieces wherever they are computed."""
     files = [
         (number, location, size)
         for batch in batches
@@ -183,7 +191,22 @@ def parse_files(
         return
     first = min(number for number, _, _ in files)
     with without_cycle_collection(), Pieces(storage, pieces, first) as kept:
-        yield from _parse_files(files, Shapes(first), kept, position_base(first), storage, suppressed)
+        task = _Task(Shapes(first), kept, position_base(first), suppressed)
+        # the next few files are read while one is parsed (on an object store a GET each)
+        ordered = [(to_location(location), size, location) for _, location, size in sorted(files)]
+        read = prefetched(lambda file: storage.read(file[0]), ordered, size=lambda file: file[1])
+        for (_, _, location), data in read:
+            try:
+                content = archive_content(data, location)
+            except DamagedArchiveFileError as exc:  # the whole file, before any of its lines is taken
+                yield parsed_batch([(*damaged_row(location, exc.problem), task.other_position())])
+                continue
+            lines = FileLines.of(content)
+            task.start_file(len(lines))
+            if columnar:
+                yield from task.columnar(lines, location)
+            else:
+                yield from task.per_message(lines, np.flatnonzero(lines.ends > lines.starts))
 
 
 def _sizes(batch: pa.RecordBatch) -> list[int]:
@@ -193,46 +216,136 @@ def _sizes(batch: pa.RecordBatch) -> list[int]:
     return [0] * batch.num_rows
 
 
-def _parse_files(
-    files: list[tuple[int, str, int]], shapes: Shapes, pieces: Pieces, position: int, storage: Storage,
-    suppressed: frozenset[str],
-) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    # the next few files are read while one is parsed (on an object store a GET each: not one at a time)
-    ordered = [(to_location(location), size, location) for _, location, size in sorted(files)]
-    read = prefetched(lambda file: storage.read(file[0]), ordered, size=lambda file: file[1])
-    for (_, _, location), data in read:
+class _Task:
+    """One parse task's state: its shapes, its pieces, its row numbers. A file's line ``n`` is row
+    ``base + n`` (``base``: the lines of the task's earlier files counted from the task's first
+    number), whatever the path that parses it; shape rows and damaged files are numbered from
+    :data:`OTHER_ROWS` above the first number (how many shapes a path names may differ)."""
+
+    def __init__(self, shapes: Shapes, pieces: Pieces, position: int, suppressed: frozenset[str]) -> None:
+        self.shapes, self.pieces, self.suppressed = shapes, pieces, suppressed
+        self.base = self.next_line = position
+        self.other = position + OTHER_ROWS
+
+    def start_file(self, lines: int) -> None:
+        self.base = self.next_line
+        self.next_line += lines
+
+    def other_position(self) -> int:
+        self.other += 1
+        return self.other - 1
+
+    def per_message(self, lines: FileLines, numbers: Iterable[int]) -> Iterator[pa.RecordBatch]:
+        """The lines ``numbers`` of the current file through :func:`parse_line`."""
         rows: list[tuple[Any, ...]] = []
-        try:
-            lines = archive_lines(data, location)
-        except DamagedArchiveFileError as exc:  # the whole file, before any of its lines is taken
-            yield parsed_batch([(*damaged_row(location, exc.problem), position)])
-            position += 1
-            continue
-        for line in lines:
+        for number in numbers:
+            line = lines.line(int(number))
             text = line.decode("utf-8", "replace")
             if not text.strip():
                 continue
-            row, shape = shapes.row(parse_line(text, suppressed))
-            payload = row[4]
-            if row[0]:  # a valid message: its values go to the pieces, Spark gets their hash
-                pieces.add(row[3], position, row[1], row[2], payload)
-                payload = payload_hash(payload)
-            rows.append((*row[:4], payload, *row[5:], position))
-            position += 1
+            position = self.base + int(number)
+            row, shape = self.shapes.row(parse_line(text, self.suppressed))
+            tie = None
+            if row[0]:  # a valid message: its values go to the pieces, Spark gets the line's hash
+                self.pieces.add(row[3], position, row[1], row[2], row[4])
+                tie = line_hash(line)
+            rows.append((*row[:4], tie, *row[5:], position))
             if shape is not None:
-                rows.append((*shape, position))
-                position += 1
+                rows.append((*shape, self.other_position()))
             if len(rows) >= BATCH_ROWS:
                 yield parsed_batch(rows)
                 rows = []
         if rows:
             yield parsed_batch(rows)
 
+    def columnar(self, lines: FileLines, location: str) -> Iterator[pa.RecordBatch]:
+        """The current file judged on columns (:func:`.columnar.judge_file`); what it leaves
+        through :func:`parse_line`."""
+        groups, left = judge_file(lines, self.suppressed)
+        for group in groups:
+            yield from self._judged(group, lines, location)
+        back = [left, *(group.lines[group.fallback] for group in groups)]
+        yield from self.per_message(lines, np.sort(np.concatenate(back)))
 
-def payload_hash(payload: str) -> int:
-    """A signed 64-bit digest of a message's values: the dedupe's tie-break between two copies of a
-    message received at the same moment, the same whatever order the files are read in."""
-    return int.from_bytes(hashlib.blake2b(payload.encode(), digest_size=8).digest(), "big", signed=True)
+    def _judged(self, group: Group, lines: FileLines, location: str) -> Iterator[pa.RecordBatch]:
+        kept = np.flatnonzero(group.judged & ~group.dropped)
+        dropped = np.flatnonzero(group.dropped)
+        if len(dropped):
+            yield _suppressed_batch(group, dropped, self.base)
+        if not len(kept):
+            return
+        positions = pa.array(self.base + group.lines[kept], pa.int64())
+        view = memoryview(lines.content)
+        starts, ends = lines.starts[group.lines[kept]], lines.ends[group.lines[kept]]
+        ties = pa.array(
+            [line_hash(view[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)], pa.int64()
+        )
+        segment_ids = group.segment_ids[kept]
+        names: list[str | None] = [None] * len(group.shapes)
+        shape_rows = []
+        for shape in np.unique(group.shape_ids[kept]).tolist():
+            segment = group.segment_types[segment_ids[np.argmax(group.shape_ids[kept] == shape)]]
+            names[shape], new = self.shapes.name(segment, group.shapes[shape])
+            if new is not None:
+                shape_rows.append((*new, self.other_position()))
+        if shape_rows:
+            yield parsed_batch(shape_rows)
+        take = pa.array(kept)
+        ids, received = group.message_ids.take(take), group.received.take(take)
+        segments = pa.array(group.segment_types, pa.string()).take(pa.array(segment_ids))
+        shapes = pa.array(names, pa.string()).take(pa.array(group.shape_ids[kept]))
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(np.ones(len(kept), bool)), ids.cast(pa.string()), received, segments, ties,
+                pa.nulls(len(kept), PARSED_ARROW.field("types").type),
+                _no_collisions(len(kept)),
+                pa.nulls(len(kept), pa.string()), pa.nulls(len(kept), pa.string()), shapes, positions,
+            ],
+            schema=PARSED_ARROW,
+        )  # fmt: skip
+        for start in range(0, len(kept), BATCH_ROWS):
+            yield batch.slice(start, BATCH_ROWS)
+        for segment in np.unique(segment_ids).tolist():
+            rows = kept[segment_ids == segment]
+            take = pa.array(rows)
+            values = {}
+            for column, array in group.columns.items():
+                taken = array.take(take)
+                if taken.null_count < len(taken):
+                    values[column] = taken
+            self.pieces.add_typed(
+                group.segment_types[segment], location,
+                pa.array(self.base + group.lines[rows], pa.int64()),
+                group.message_ids.take(take).cast(pa.string()),
+                group.received.take(take), pa.array(lines.starts[group.lines[rows]]),
+                pa.array(lines.ends[group.lines[rows]]), values,
+            )  # fmt: skip
+
+
+def _no_collisions(rows: int) -> pa.Array:
+    """The ``collisions`` of rows the columnar parse judged: none (rows with one go back)."""
+    return pa.ListArray.from_arrays(pa.array(np.zeros(rows + 1, np.int32)), pa.array([], pa.string()))
+
+
+def _suppressed_batch(group: Group, rows: np.ndarray, base: int) -> pa.RecordBatch:
+    """The rows of the group's valid messages of suppressed userIds: dropped, counted."""
+    take = pa.array(rows)
+    ids = group.message_ids.take(take).cast(pa.string())
+    received = group.received.take(take)
+    parsed = [
+        (False, message_id, moment, None, None, None, None, SUPPRESSED, None, None, base + int(number))
+        for message_id, moment, number in zip(
+            ids.to_pylist(), received.to_pylist(), group.lines[rows], strict=True
+        )
+    ]
+    return parsed_batch(parsed)
+
+
+def line_hash(line: bytes | memoryview) -> int:
+    """A signed 64-bit digest of a message's archive line: the dedupe's tie-break between two copies
+    of a message received at the same moment, the same whatever order the files are read in and
+    whichever path parsed them."""
+    return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "big", signed=True)
 
 
 @contextlib.contextmanager

@@ -13,21 +13,24 @@ per file, which the driver collects.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from eventlake import layout
+from eventlake.archive import archive_content
 from eventlake.schema import BIGINT, BOOLEAN, DECIMAL, DOUBLE, STRING, TIMESTAMP, cast_value
 from eventlake.schema.arrow import arrow_schema
-from eventlake.storage import Location, Storage
+from eventlake.storage import Location, Storage, to_location
 from eventlake.sync.index.index_keys import records_of, write_keys
-from eventlake.sync.pipeline.pieces import pieces_by_type, read_pieces
+from eventlake.sync.pipeline.columnar import DATE_TIME as _DATE_TIME
+from eventlake.sync.pipeline.pieces import pieces_by_type, read_all_pieces
 from eventlake.sync.pipeline.quarantine import TABLE_LIMIT_REASON, message_row, rows_table, value_row
-from eventlake.sync.pipeline.transform import dumps, loads
+from eventlake.sync.pipeline.transform import dumps, loads, parse_line
 from eventlake.sync.protocol.stage import DEDUPE, MESSAGES, TABLE, VALUES, RunStage, StagedFile
 
 _HOUR_US = 3_600_000_000
@@ -36,12 +39,6 @@ BATCH_ROWS = 10_000  # rows whose payloads a write task holds as Python objects 
 
 # the Python type whose values a column of each type takes unchanged (bool is not an int here: type())
 _SAME: dict[str, type] = {STRING: str, BIGINT: int, BOOLEAN: bool, DOUBLE: float}
-# the date-times Arrow's cast reads exactly as parse_timestamp does (years 1000 to 8999, at most
-# microseconds, an offset); any other text, or an impossible date in it, goes value by value
-_DATE_TIME = (
-    r"^[1-8][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
-    r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
-)
 _EXACT_FLOAT = 1e9  # floats below this, with at most six decimals, go to decimal through Arrow
 
 
@@ -126,39 +123,127 @@ def cast_rows(
     return pa.Table.from_arrays(arrays, schema=schema), rejected
 
 
-def write_partition(
-    index: int,
-    segment_type: str,
-    partitions: Iterable[tuple[tuple[str, ...], pa.Table]],
-    *,
-    columns: Sequence[tuple[str, str]],
-    stage: RunStage,
+def cast_json_pieces(
+    table: pa.Table, columns: Sequence[tuple[str, str]]
+) -> tuple[pa.Table, list[tuple[int, str, str, str, str]]]:
+    """The rows of JSON pieces (their ``payload``) cast to ``columns``, :data:`BATCH_ROWS` rows
+    as Python objects at a time; the values that did not fit, as :func:`cast_rows` gives them."""
+    tables: list[pa.Table] = []
+    rejected: list[tuple[int, str, str, str, str]] = []
+    start = 0
+    for batch in table.to_batches(BATCH_ROWS):
+        cast, bad = cast_rows([loads(payload) for payload in batch["payload"].to_pylist()], columns)
+        tables.append(cast)
+        rejected += [(start + row, *rest) for row, *rest in bad]
+        start += batch.num_rows
+    return (pa.concat_tables(tables) if tables else arrow_schema(columns).empty_table()), rejected
+
+
+def cast_typed_piece(
+    piece: pa.Table, columns: Sequence[tuple[str, str]]
+) -> tuple[pa.Table, list[tuple[int, str, str, str, str]]]:
+    """A typed piece's values (see :mod:`.pieces`) cast to ``columns``, whole columns at a time
+    (:func:`cast_typed`); the values that did not fit, as :func:`cast_rows` gives them."""
+    schema = arrow_schema(columns)
+    values = piece.column("values").combine_chunks()
+    present = {f.name: i for i, f in enumerate(values.type)}
+    arrays = []
+    rejected: list[tuple[int, str, str, str, str]] = []
+    for (name, kind), field in zip(columns, schema, strict=True):
+        if name not in present:
+            arrays.append(pa.nulls(piece.num_rows, field.type))
+            continue
+        array, bad = cast_typed(values.field(present[name]), kind, field.type)
+        arrays.append(array)
+        rejected += [(row, name, kind, raw, reason) for row, raw, reason in bad]
+    rejected.sort(key=lambda entry: entry[0])  # stable: column order within a row
+    return pa.Table.from_arrays(arrays, schema=schema), rejected
+
+
+def cast_typed(
+    values: pa.Array, kind: str, arrow_type: pa.DataType
+) -> tuple[pa.Array, list[tuple[int, str, str]]]:
+    """A typed piece's column (JSON's types: int64, double, bool, string) cast to a table column:
+    in C where Arrow's cast gives what :func:`cast_column` gives, else value by value through it."""
+    source = values.type
+    if pa.types.is_null(source):
+        return pa.nulls(len(values), arrow_type), []
+    if source == arrow_type:
+        return values, []
+    if kind == DECIMAL and pa.types.is_int64(source):
+        return values.cast(arrow_type), []
+    if kind == DECIMAL and pa.types.is_floating(source):
+        decimals = _decimals(values.to_numpy(zero_copy_only=False), True, arrow_type)
+        if decimals is not None:
+            return decimals, []
+    if kind == TIMESTAMP and pa.types.is_string(source):
+        if pc.all(
+            pc.or_(pc.is_null(values), pc.fill_null(pc.match_substring_regex(values, _DATE_TIME), False))
+        ).as_py():
+            try:
+                return values.cast(arrow_type), []
+            except pa.ArrowInvalid:  # an impossible date: value by value names it
+                pass
+    if kind == STRING and (pa.types.is_int64(source) or pa.types.is_boolean(source)):
+        return values.cast(pa.string()), []
+    return cast_column(values.to_pylist(), kind, arrow_type)
+
+
+def in_received_order(
+    rows: pa.Table, values: pa.Table, rejected: Sequence[tuple[int, str, str, str, str]]
+) -> tuple[pa.Table, pa.Table, list[tuple[int, str, str, str, str]]]:
+    """A segment type's rows (``rows``: ``position``, ``message_id``, ``received_at``; ``values``:
+    the same rows cast) ordered by the hour they were received in, then by position (the order of
+    the archive), and the ``rejected`` values (``(row, column, type, raw value, reason)``) renumbered
+    and in that order (column order within a row)."""
+    order = pc.sort_indices(
+        pa.table({"hour": _hours(rows), "position": rows["position"]}),
+        sort_keys=[("hour", "ascending"), ("position", "ascending")],
+    )
+    rank = np.empty(len(order), np.int64)
+    rank[order.to_numpy()] = np.arange(len(order))
+    renumbered = sorted(((int(rank[row]), *rest) for row, *rest in rejected), key=lambda entry: entry[0])
+    return rows.take(order), values.take(order), renumbered
+
+
+def _hours(rows: pa.Table) -> pa.Array:
+    """The hour each row was received in (hours since 1970, UTC)."""
+    micros = rows["received_at"].combine_chunks().cast(pa.int64())
+    if not len(micros) or pc.min(micros).as_py() >= 0:
+        return pc.divide(micros, _HOUR_US)  # truncates: right from 1970 on, floored by hand before
+    return pa.array([m // _HOUR_US for m in micros.to_pylist()], pa.int64())
+
+
+def write_partitions(
+    index: int, segment_type: str, rows: pa.Table, values: pa.Table,
+    rejected: Sequence[tuple[int, str, str, str, str]], *, date_partition: str, stage: RunStage,
     storage: Storage,
-) -> Iterator[StagedFile]:
-    """Write one segment type's ``partitions`` (``index``: the type's number in the run, which
-    names its files): a table file of ``columns`` per partition, and the values that did not fit
-    their column. Each partition comes as its values and its rows (``message_id``,
-    ``received_at``, ``payload``)."""
+) -> Iterator[StagedFile]:  # fmt: skip
+    """Write one segment type's rows, in the order :func:`in_received_order` gives (``index``: the
+    type's number in the run, which names its files): a table file per partition (an hour, or a
+    day of hours with a daily ``date_partition``), and the ``rejected`` values in the quarantine."""
+    counts = pc.value_counts(_hours(rows))
+    spans: dict[tuple[str, ...], list[int]] = {}  # partition values -> [first row, rows]
+    start = 0
+    for hour, count in sorted(
+        zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
+    ):
+        span = spans.setdefault(_partition_values(hour, date_partition), [start, 0])  # a day: its hours
+        span[1] += count
+        start += count
     name = layout.part_file_name(stage.run_id, index)
-    rejected: list[tuple[Any, ...]] = []
-    for values, rows in partitions:
-        tables = []
-        for batch in rows.to_batches(BATCH_ROWS):  # a batch's payloads as Python objects at a time
-            table, bad = cast_rows([loads(payload) for payload in batch["payload"].to_pylist()], columns)
-            tables.append(table)
-            if bad:
-                ids, received = batch["message_id"].to_pylist(), batch["received_at"].to_pylist()
-                for number, column_name, kind, raw, reason in bad:
-                    rejected.append(
-                        value_row(reason, ids[number], segment_type, column_name, kind, raw, received[number])
-                    )
-        table = pa.concat_tables(tables)
-        written = StagedFile(TABLE, name, table.num_rows, segment_type, values)
-        stage.write_parquet(storage, written, table)
+    for partition, (first, count) in spans.items():
+        written = StagedFile(TABLE, name, count, segment_type, partition)
+        stage.write_parquet(storage, written, values.slice(first, count))
         yield written
     if rejected:
-        written = StagedFile(VALUES, layout.part_file_name(stage.run_id, index, "values-"), len(rejected))
-        stage.write_parquet(storage, written, rows_table(rejected))
+        ids, received = rows["message_id"].to_pylist(), rows["received_at"].to_pylist()
+        quarantined = [
+            value_row(reason, ids[row], segment_type, column, kind, raw, received[row])
+            for row, column, kind, raw, reason in rejected
+        ]
+        written = StagedFile(VALUES, layout.part_file_name(stage.run_id, index, "values-"), len(quarantined))
+        stage.write_parquet(storage, written, rows_table(quarantined))
         yield written
 
 
@@ -239,46 +324,68 @@ def write_segment_type(
     blocked: Collection[str], drop: pa.Array, window: tuple[datetime, datetime] | None, stage: RunStage,
     storage: Storage, date_partition: str,
 ) -> tuple[list[StagedFile], pa.Table | None]:  # fmt: skip
-    """The pieces of one segment type into its table's staged files (see :func:`write_partition`),
+    """The pieces of one segment type into its table's staged files (see :func:`write_partitions`),
     with the ids and received times of the table's rows (for the dedupe index); or, for a
     ``blocked`` type, into the quarantine as whole messages (no ids)."""
     index, segment_type, paths = unit
-    table = read_pieces(storage, paths, drop, window)
-    if not table.num_rows:
+    table, typed = read_all_pieces(storage, paths, drop, window)
+    typed = [piece for piece in typed if piece.num_rows]
+    if not table.num_rows and not typed:
         return [], None
     if segment_type in blocked:
-        table = table.sort_by("position")
-        rows = [
-            message_row(TABLE_LIMIT_REASON, message_id, segment_type, payload, received)
-            for message_id, payload, received in zip(
-                *(table[c].to_pylist() for c in ("message_id", "payload", "received_at")), strict=True
-            )
-        ]
-        name = layout.part_file_name(stage.run_id, index, "blocked-")
-        written = StagedFile(MESSAGES, name, len(rows), segment_type)
-        stage.write_parquet(storage, written, rows_table(rows))
-        return [written], None
-    # partition keys from the hour each row was received in (a handful of hours: formatted once)
-    micros = table["received_at"].cast(pa.int64())
-    hours = (
-        pc.divide(micros, _HOUR_US)  # truncates: right from 1970 on, floored by hand before
-        if pc.min(micros).as_py() >= 0
-        else pa.array([m // _HOUR_US for m in micros.to_pylist()], pa.int64())
-    )
-    table = table.append_column("_hour", hours).sort_by([("_hour", "ascending"), ("position", "ascending")])
-    counts = pc.value_counts(table["_hour"])
-    spans: dict[tuple[str, ...], list[int]] = {}  # partition values -> [first row, rows]
+        return [_write_blocked(index, segment_type, table, typed, stage, storage)], None
+    columns = schemas[segment_type]
+    parts = [(table.select(_ROW_COLUMNS), *cast_json_pieces(table, columns))] if table.num_rows else []
+    parts += [(piece.select(_ROW_COLUMNS), *cast_typed_piece(piece, columns)) for piece in typed]
+    rejected: list[tuple[int, str, str, str, str]] = []
     start = 0
-    for hour, count in sorted(
-        zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
-    ):
-        span = spans.setdefault(_partition_values(hour, date_partition), [start, 0])  # a day: its hours
-        span[1] += count
-        start += count
-    partitions = [(values, table.slice(first, rows)) for values, (first, rows) in spans.items()]
+    for rows, _, bad in parts:
+        rejected += [(start + row, *rest) for row, *rest in bad]
+        start += rows.num_rows
+    rows, values, rejected = in_received_order(
+        pa.concat_tables([r for r, _, _ in parts]), pa.concat_tables([v for _, v, _ in parts]), rejected
+    )
     files = list(
-        write_partition(
-            index, segment_type, partitions, columns=schemas[segment_type], stage=stage, storage=storage
+        write_partitions(
+            index, segment_type, rows, values, rejected, date_partition=date_partition, stage=stage,
+            storage=storage,
+        )
+    )  # fmt: skip
+    return files, rows.select(["message_id", "received_at"])
+
+
+_ROW_COLUMNS = ["position", "message_id", "received_at"]
+
+
+def _write_blocked(
+    index: int, segment_type: str, table: pa.Table, typed: list[pa.Table], stage: RunStage, storage: Storage
+) -> StagedFile:
+    """A blocked type's messages into the quarantine, whole, in the order of their rows: the JSON
+    pieces' payloads, and a typed piece's from its lines in the archive (parsed again: the
+    payload is the per-message rules' own)."""
+    entries = list(
+        zip(
+            *(table[c].to_pylist() for c in ("position", "message_id", "payload", "received_at")), strict=True
         )
     )
-    return files, table.select(["message_id", "received_at"])
+    for piece in typed:
+        content = archive_content(storage.read(to_location(piece.schema.metadata[b"archive"].decode())))
+        for position, message_id, start, end, received in zip(
+            *(
+                piece[c].to_pylist()
+                for c in ("position", "message_id", "line_start", "line_end", "received_at")
+            ),
+            strict=True,
+        ):
+            payload = parse_line(content[start:end].decode("utf-8", "replace"))[4]
+            entries.append((position, message_id, payload, received))
+    entries.sort(key=lambda entry: entry[0])
+    rows = [
+        message_row(TABLE_LIMIT_REASON, message_id, segment_type, payload, received)
+        for _, message_id, payload, received in entries
+    ]
+    written = StagedFile(
+        MESSAGES, layout.part_file_name(stage.run_id, index, "blocked-"), len(rows), segment_type
+    )
+    stage.write_parquet(storage, written, rows_table(rows))
+    return written

@@ -1,0 +1,595 @@
+"""The parse pass on columns: an archive file's lines judged with Arrow, a group of lines at a time.
+
+The per-message rules (:func:`.transform.parse_line`: ``spec.validate``, ``flatten``, ``value_type``)
+stay the specification. This module decides, for each line, either what those rules would say
+(validity, id, received time, segment type, the column types and the values) with Arrow compute over
+whole columns, or that it cannot prove it: the line goes back to the per-message rules
+(:attr:`Group.fallback`). ``tests/sync/test_columnar.py`` runs both on the same archives and
+requires the same lake.
+
+How a file is read (see bench/README.md, "Columnar readers for the parse pass", for the measurements):
+
+1. The lines (``\\n``-separated, trailing ``\\r`` removed, as :func:`eventlake.archive.archive_lines`
+   gives them) that start with ``{`` and end with ``}`` are routed by a regex over their text for
+   ``"type"`` and ``"event"`` (only a hint: the judgement reads both from the parsed columns), so
+   each group is one table's messages: a narrow schema (pyarrow's reader appends a null to every
+   absent field of a wide struct; the whole file at once is three times slower).
+2. Each group is read by ``pyarrow.json.read_json`` (one thread). A read that fails (a type
+   conflict, a lone surrogate, a duplicate key, invalid JSON) is halved until the halves read; at
+   :data:`LEAST_LINES` lines or fewer, its lines go back. A read whose rows are not its lines
+   (``{..} {..}`` on one line) goes back whole.
+3. :func:`judge` names each column path once (``snake_case``, long names, shadowed partition
+   names, ``writeKey`` and ``_eventlake…`` dropped), types each column's values (int64 is bigint,
+   double decimal, bool boolean, a string a timestamp where ``parse_timestamp`` reads it, lists as
+   ``json_text``), validates as ``spec.validate`` does and names each row's map of types (its
+   shape). What it sends back: invalid messages (their reason and line go to the quarantine),
+   integral doubles (JSON ``1`` and ``1.0`` differ to eventlake, not to Arrow), NaN and infinities,
+   doubles of 1e31 or more (integers beyond 64 bits arrive so), lists of doubles, of objects or of
+   mixed items, rows where two key paths may give one column (a collision record), non-text values
+   of the fields validation reads.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from eventlake.message_types import MESSAGE_TYPES
+from eventlake.schema import BIGINT, BOOLEAN, DECIMAL, STRING, TIMESTAMP, segment_type
+from eventlake.schema.flatten import DROPPED_KEYS, INTERNAL_PREFIX
+from eventlake.schema.naming import (
+    MAX_COLUMN_NAME_LENGTH,
+    PARTITION_NAMES,
+    SHADOWED_PREFIX,
+    column_name,
+    snake_case,
+)
+from eventlake.schema.types import json_text
+from eventlake.spec.message import MAX_MESSAGE_ID, REQUIRED_BY_TYPE, TIMESTAMP_FIELDS
+from eventlake.timestamps import parse_timestamp
+
+LEAST_LINES = 64  # a group that does not read is halved down to this many lines, which go back
+UTC_MICROS = pa.timestamp("us", tz="UTC")
+# the date-times Arrow's cast reads exactly as parse_timestamp does (years 1000 to 8999, at most
+# microseconds, an offset): the parse and the write pass cast them in C, any other text one by one
+DATE_TIME = (
+    r"^[1-8][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
+    r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+_CODES = {1: BIGINT, 2: DECIMAL, 3: BOOLEAN, 4: STRING, 5: TIMESTAMP}  # 0: null or absent
+_TOP_TIMESTAMPS = frozenset({*TIMESTAMP_FIELDS, "receivedAt"})
+# a character str.strip() keeps (Python's isspace() characters, approximated wider: a value of only
+# such characters counts as blank, which sends a valid message back to the per-message rules)
+_VISIBLE = r"[^\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f}\x{85}\p{Z}]"
+_TYPE = r'"type":"(?P<t>[a-z]+)"'
+_EVENT = r'"event":"(?P<e>[^"\\]*)"'
+_LIST_OF_OBJECTS = '":[{'  # (compact JSON, as every Segment library sends it)
+
+
+@dataclass
+class Group:
+    """The judgement of one group of a file's lines: per row (``lines``: the rows' line numbers in
+    the file), whether the per-message rules decide it (``fallback``) and, for the others, what they
+    would say."""
+
+    lines: np.ndarray
+    fallback: np.ndarray  # bool per row
+    dropped: np.ndarray  # bool per row: a valid message of a suppressed userId
+    message_ids: pa.Array
+    received: pa.Array  # UTC_MICROS
+    segment_types: list[str]  # the distinct segment types; ``segment_ids`` index them per row
+    segment_ids: np.ndarray
+    shapes: list[dict[str, str]]  # the distinct maps of column types; ``shape_ids`` index them per row
+    shape_ids: np.ndarray
+    columns: dict[str, pa.Array]  # column name -> the rows' values (JSON's types: not yet cast)
+    reasons: Counter[str] = field(default_factory=Counter)  # why rows went back (for the bench)
+
+    @property
+    def judged(self) -> np.ndarray:
+        """Rows this group decided: valid messages (kept or ``dropped``)."""
+        return ~self.fallback
+
+
+@dataclass
+class FileLines:
+    """A decompressed archive file's lines: ``starts`` and ``ends`` (exclusive, line end and any
+    ``\\r`` before it excluded) of every ``\\n``-separated line, blank ones included (their number
+    is their position in the file)."""
+
+    content: bytes
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @classmethod
+    def of(cls, content: bytes) -> FileLines:
+        buffer = np.frombuffer(content, np.uint8)
+        breaks = np.flatnonzero(buffer == 10)
+        starts = np.concatenate(([0], breaks + 1)).astype(np.int64)
+        ends = np.concatenate((breaks, [len(buffer)])).astype(np.int64)
+        if len(content) and content[-1:] == b"\n":  # no line after the last line end
+            starts, ends = starts[:-1], ends[:-1]
+        while True:  # line.rstrip(b"\r\n") after a split at \n: any run of \r
+            carriage = (ends > starts) & (buffer[np.maximum(ends - 1, 0)] == 13)
+            if not carriage.any():
+                break
+            ends = ends - carriage
+        return cls(content, starts, ends)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def line(self, number: int) -> bytes:
+        return self.content[self.starts[number] : self.ends[number]]
+
+    def objects(self) -> np.ndarray:
+        """The numbers of the lines that start with ``{`` and end with ``}``: what the reader may read."""
+        buffer = np.frombuffer(self.content, np.uint8)
+        filled = self.ends > self.starts
+        numbers = np.flatnonzero(filled)
+        opens = buffer[self.starts[numbers]] == ord("{")
+        closes = buffer[self.ends[numbers] - 1] == ord("}")
+        return numbers[opens & closes]
+
+
+def judge_file(lines: FileLines, suppressed: frozenset[str] = frozenset()) -> tuple[list[Group], np.ndarray]:
+    """The file's groups, judged, and the numbers of the lines left to the per-message rules
+    besides their rows marked ``fallback`` (lines that are not one object, groups that did not
+    read). Every non-blank line is in exactly one of them."""
+    filled = np.flatnonzero(lines.ends > lines.starts)
+    candidates = _utf8(lines, lines.objects())  # other lines: the per-message rules say what they are
+    groups: list[Group] = []
+    left = [np.setdiff1d(filled, candidates, assume_unique=True)]
+    if not len(candidates):
+        return groups, np.sort(np.concatenate(left))
+    text = _text_array(lines, candidates)
+    # a list of objects goes back whatever happens (null and absent look alike in Arrow), and the
+    # same key holding strings in one message and objects in another fails the read of a whole
+    # group, halved down to LEAST_LINES: such lines go straight to the per-message rules
+    objects = pc.fill_null(pc.match_substring(text, _LIST_OF_OBJECTS), False).to_numpy(zero_copy_only=False)
+    left.append(candidates[objects])
+    candidates, text = candidates[~objects], text.filter(pa.array(~objects))
+    for numbers in _route(text):
+        _read_groups(lines, candidates[numbers], suppressed, groups, left)
+    return groups, np.sort(np.concatenate(left))
+
+
+def _text_array(lines: FileLines, numbers: np.ndarray) -> pa.Array:
+    """Each line ``numbers[i]`` (UTF-8) as text, its line end included, without a copy."""
+    content = lines.content if lines.content.endswith(b"\n") else lines.content + b"\n"
+    offsets = np.concatenate((lines.starts, [len(content)])).astype(np.int64)
+    every = pa.Array.from_buffers(
+        pa.large_string(), len(lines.starts), [None, pa.py_buffer(offsets), pa.py_buffer(content)]
+    )
+    return every.take(pa.array(numbers))
+
+
+def _utf8(lines: FileLines, numbers: np.ndarray) -> np.ndarray:
+    """Those of the lines ``numbers`` that are UTF-8 (checked in C; line by line only in a file
+    that is not all UTF-8: the per-message rules read the others with replacement characters)."""
+    try:
+        lines.content.decode("utf-8")
+        return numbers
+    except UnicodeDecodeError:
+        pass
+    good = np.ones(len(numbers), bool)
+    for index, number in enumerate(numbers.tolist()):
+        try:
+            lines.line(number).decode("utf-8")
+        except UnicodeDecodeError:
+            good[index] = False
+    return numbers[good]
+
+
+def _route(text: pa.Array) -> Iterator[np.ndarray]:
+    """The indexes of ``text``'s lines, grouped by the (type, event) their text shows."""
+    kinds = pc.fill_null(pc.extract_regex(text, _TYPE).field("t"), "")
+    events = pc.fill_null(pc.extract_regex(text, _EVENT).field("e"), "")
+    key = pc.binary_join_element_wise(kinds, events, pa.scalar("\x00", pa.large_string()))
+    groups = key.dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(groups, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(groups))))
+    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+        yield order[start:end]
+
+
+def _chunk(lines: FileLines, numbers: np.ndarray) -> bytes:
+    """The lines ``numbers`` as NDJSON, one per line."""
+    return b"\n".join(lines.line(int(n)) for n in numbers) + b"\n"
+
+
+def _read_groups(
+    lines: FileLines,
+    numbers: np.ndarray,
+    suppressed: frozenset[str],
+    groups: list[Group],
+    left: list[np.ndarray],
+) -> None:
+    """Read and judge the lines ``numbers`` as one group, halved while they do not read."""
+    chunk = _chunk(lines, numbers)
+    try:
+        table = read_json(chunk)
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        if len(numbers) <= LEAST_LINES:
+            left.append(numbers)
+            return
+        half = len(numbers) // 2
+        _read_groups(lines, numbers[:half], suppressed, groups, left)
+        _read_groups(lines, numbers[half:], suppressed, groups, left)
+        return
+    if table.num_rows != len(numbers):  # not one object a line: the per-message rules say what it is
+        left.append(numbers)
+        return
+    groups.append(judge(table, numbers, chunk, suppressed))
+
+
+def read_json(chunk: bytes) -> pa.Table:
+    """NDJSON through pyarrow's reader, one thread. A second read with an explicit schema when the
+    first inferred a timestamp anywhere: pyarrow turns ``"2026-11-01"``, ``"... 10:00:00"`` and
+    ``"...T10:00:00+02:00"`` into ``timestamp[s]`` (the text lost, the offset applied) and no
+    option stops it."""
+    options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(chunk) + 1))
+    table = pj.read_json(pa.BufferReader(chunk), read_options=options)
+    if not any(_no_timestamps(f.type) != f.type for f in table.schema):
+        return table
+    schema = pa.schema([f.with_type(_no_timestamps(f.type)) for f in table.schema])
+    return pj.read_json(
+        pa.BufferReader(chunk), read_options=options,
+        parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
+    )  # fmt: skip
+
+
+def _no_timestamps(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(kind):
+        return pa.string()
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_no_timestamps(f.type)) for f in kind])
+    if pa.types.is_list(kind):
+        return pa.list_(_no_timestamps(kind.value_type))
+    return kind
+
+
+# ---------------------------------------------------------------- the judgement
+
+
+class _Marks:
+    """The rows sent back, and why."""
+
+    def __init__(self, rows: int) -> None:
+        self.fallback = np.zeros(rows, bool)
+        self.reasons: Counter[str] = Counter()
+
+    def mark(self, mask: Any, reason: str) -> None:
+        if hasattr(mask, "to_numpy"):
+            mask = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
+        mask = np.asarray(mask, bool)
+        count = int(mask.sum())
+        if count:
+            self.reasons[reason] += count
+            self.fallback |= mask
+
+
+_Path = tuple[tuple[str, ...], pa.Array, "pa.Array | None"]  # path, values, the parent's validity
+
+
+def _leaves(
+    path: tuple[str, ...], array: pa.Array, parent: pa.Array | None, objects: list[_Path]
+) -> Iterator[_Path]:
+    """The leaf columns of a (struct) column: path, values (the parents' nulls merged) and the
+    validity of the direct parent (None at the top: the row is always there); the struct columns
+    themselves go to ``objects`` (a row's null in place of an object is a null value of the
+    object's own column to flatten)."""
+    if pa.types.is_struct(array.type):
+        objects.append((path, array, parent))
+        valid = array.is_valid()
+        for struct_field, child in zip(array.type, array.flatten(), strict=True):
+            yield from _leaves((*path, struct_field.name), child, valid, objects)
+        return
+    yield path, array, parent
+
+
+def judge(table: pa.Table, lines: np.ndarray, chunk: bytes, suppressed: frozenset[str]) -> Group:
+    """What the per-message rules would say of each row of ``table`` (read from ``chunk``, the
+    file's lines ``lines``), or that they must say it (``fallback``)."""
+    rows = table.num_rows
+    marks = _Marks(rows)
+    top = {name: table.column(name).combine_chunks() for name in table.column_names}
+    leaves: list[_Path] = []
+    objects: list[_Path] = []
+    for name, array in top.items():
+        if name in DROPPED_KEYS or name.startswith(INTERNAL_PREFIX):
+            continue
+        leaves += _leaves((name,), array, None, objects)
+
+    # each column path's name and its values' type codes, per row
+    names: dict[str, list[int]] = {}
+    top_codes: dict[str, int] = {}  # a top-level key -> its index in codes
+    codes: list[np.ndarray] = []
+    typed: list[pa.Array] = []
+    strings: list[tuple[int, tuple[str, ...], pa.Array, np.ndarray]] = []
+    doubles: list[pa.Array] = []
+    for path, values, _ in leaves:
+        kind = values.type
+        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        code = np.zeros(rows, np.uint8)
+        if pa.types.is_int64(kind):
+            code[valid] = 1
+        elif pa.types.is_floating(kind):
+            code[valid] = 2
+            doubles.append(values)
+        elif pa.types.is_boolean(kind):
+            code[valid] = 3
+        elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            values = values.cast(pa.string())  # codes below: all string columns in one go
+            strings.append((len(codes), path, values.drop_null(), np.flatnonzero(valid)))
+        elif pa.types.is_list(kind) and _simple_list(kind):  # compact sorted-key JSON text, as flatten does
+            code[valid] = 4
+            values = _list_texts(values)
+        elif not pa.types.is_null(kind):  # lists of doubles (1 or 1.0?), of objects (null or absent?)
+            marks.mark(valid, f"{kind} values")
+        column = _column(path)
+        if len(path) == 1:
+            top_codes[path[0]] = len(codes)
+        names.setdefault(column, []).append(len(codes))
+        codes.append(code)
+        typed.append(values)
+
+    instants: dict[str, pa.Array] = {}  # top-level timestamp fields -> their instants per row
+    if strings:  # the non-null values of every string column in one array: one call per step
+        every_code, every_instant = _string_codes(pa.concat_arrays([v for _, _, v, _ in strings]))
+        start = 0
+        for index, path, _, where in strings:
+            codes[index][where] = every_code[start : start + len(where)]
+            if len(path) == 1 and path[0] in _TOP_TIMESTAMPS:
+                spread = np.full(rows, -1, np.int64)
+                spread[where] = np.arange(start, start + len(where))
+                instants[path[0]] = every_instant.take(pa.array(spread, mask=spread < 0))
+            start += len(where)
+    if doubles:
+        every = pa.concat_arrays(doubles)
+        for mask, reason in (
+            (pc.equal(pc.floor(every), every), "integral double (1 or 1.0?)"),
+            (pc.invert(pc.is_finite(every)), "NaN or infinity (not JSON)"),
+            (pc.greater_equal(pc.abs(every), 1e31), "double of 1e31 or more"),
+        ):
+            found = pc.fill_null(mask, False).to_numpy(zero_copy_only=False).reshape(-1, rows).any(axis=0)
+            marks.mark(found, reason)
+
+    # two key paths of one column: rows where more than one may be there go back (flatten records
+    # the collision and picks the winner). A null and an absent key look alike in Arrow: a path
+    # counts where its value is not null, or where its parent is there and the line holds the key;
+    # an object's path where it is null there and the line holds the key.
+    candidates: dict[str, list[tuple[_Path, bool]]] = {}
+    for column, indexes in names.items():
+        candidates[column] = [(leaves[index], False) for index in indexes]
+    for found in objects:
+        candidates.setdefault(_column(found[0]), []).append((found, True))
+    texts = None
+    for paths in candidates.values():
+        if len(paths) < 2:
+            continue
+        if texts is None:
+            texts = _row_texts(chunk)
+        present = np.zeros(rows, np.int32)
+        for (path, values, parent), is_object in paths:
+            maybe = (
+                np.ones(rows, bool)
+                if parent is None
+                else pc.fill_null(parent, False).to_numpy(zero_copy_only=False)
+            )
+            mentioned = pc.fill_null(pc.match_substring(texts, _json_key(path[-1])), False).to_numpy(
+                zero_copy_only=False
+            )
+            valid = values.is_valid().to_numpy(zero_copy_only=False)
+            present += maybe & mentioned & ~valid if is_object else maybe & (mentioned | valid)
+        marks.mark(present >= 2, "two key paths of one column")
+
+    # a column of several paths: the one there (rows with more than one went back just above)
+    values_of: dict[str, pa.Array] = {}
+    for column, indexes in names.items():
+        arrays = [typed[index] for index in indexes]
+        if len(arrays) == 1 or len({a.type for a in arrays}) > 1:
+            for other in arrays[:-1]:  # of different types: rows holding another path's value go back
+                marks.mark(other.is_valid(), "two key paths of one column, of different types")
+            values_of[column] = arrays[-1]
+        else:
+            values_of[column] = pc.coalesce(*arrays)
+
+    valid = _validate(top, {key: codes[index] for key, index in top_codes.items()}, rows, marks)
+    message_ids = _text(top, "messageId", rows, marks)
+    dropped = np.zeros(rows, bool)
+    if suppressed:  # dropped and counted, no values kept
+        user = _text(top, "userId", rows, marks)
+        dropped = pc.fill_null(pc.is_in(user, pa.array(sorted(suppressed))), False).to_numpy(
+            zero_copy_only=False
+        )
+        dropped &= valid & ~marks.fallback
+
+    segment_types, segment_ids = _segment_types(top, rows, marks)
+    shapes, shape_ids = _shapes(codes, names, rows)
+    return Group(
+        lines=lines, fallback=marks.fallback, dropped=dropped, message_ids=message_ids,
+        received=instants.get("receivedAt", pa.nulls(rows, UTC_MICROS)),
+        segment_types=segment_types, segment_ids=segment_ids, shapes=shapes, shape_ids=shape_ids,
+        columns=values_of, reasons=marks.reasons,
+    )  # fmt: skip
+
+
+def _column(path: tuple[str, ...]) -> str:
+    """A key path's column, as flatten names it."""
+    column = "_".join(part for part in map(snake_case, path) if part)
+    if not column or len(column) > MAX_COLUMN_NAME_LENGTH:
+        column = column_name(path)
+    if len(path) and column in PARTITION_NAMES:
+        column = SHADOWED_PREFIX + column
+    return column
+
+
+def _row_texts(chunk: bytes) -> pa.Array:
+    """The lines of ``chunk`` (one row each) as text, without a copy."""
+    ends = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10) + 1
+    offsets = np.concatenate(([0], ends)).astype(np.int64)
+    return pa.Array.from_buffers(
+        pa.large_string(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(chunk)]
+    )
+
+
+def _json_key(key: str) -> str:
+    """A key as its JSON text in a line (``"key":`` without escapes: a key with characters JSON
+    escapes is searched without its quotes, which finds more, never less)."""
+    if any(c in key for c in '"\\') or any(ord(c) < 0x20 for c in key):
+        return key.replace('"', "").replace("\\", "")[:8]
+    return f'"{key}"'
+
+
+def _text(top: dict[str, pa.Array], name: str, rows: int, marks: _Marks) -> pa.Array:
+    """A top-level field as text per row (null where absent); rows where it is not text go back."""
+    array = top.get(name)
+    if array is None or pa.types.is_null(array.type):
+        return pa.nulls(rows, pa.string())
+    if not pa.types.is_string(array.type):
+        marks.mark(array.is_valid(), f"{name} not text")
+        return pa.nulls(rows, pa.string())
+    return array
+
+
+def _validate(top: dict[str, pa.Array], codes: dict[str, np.ndarray], rows: int, marks: _Marks) -> np.ndarray:
+    """``spec.validate`` on columns: the valid rows; invalid ones go back (the quarantine wants
+    their reason and their line)."""
+
+    def present(name: str) -> pa.Array:
+        return pc.fill_null(pc.match_substring_regex(_text(top, name, rows, marks), _VISIBLE), False)
+
+    kinds = _text(top, "type", rows, marks)
+    valid = pc.fill_null(pc.is_in(kinds, pa.array(MESSAGE_TYPES)), False)
+    valid = pc.and_(valid, pc.or_(present("userId"), present("anonymousId")))
+    for kind, keys in REQUIRED_BY_TYPE.items():
+        for key in keys:
+            valid = pc.and_(valid, pc.or_(pc.fill_null(pc.not_equal(kinds, kind), True), present(key)))
+    length = pc.utf8_length(_text(top, "messageId", rows, marks))
+    valid = pc.and_(
+        valid, pc.fill_null(pc.and_(pc.greater(length, 0), pc.less_equal(length, MAX_MESSAGE_ID)), False)
+    )
+    ok = pc.fill_null(valid, False).to_numpy(zero_copy_only=False).copy()
+    for name in (*TIMESTAMP_FIELDS, "receivedAt"):
+        array = top.get(name)
+        if array is None or pa.types.is_null(array.type):
+            if name == "receivedAt":
+                ok[:] = False
+            continue
+        if not pa.types.is_string(array.type):
+            marks.mark(array.is_valid(), f"{name} not text")
+            continue
+        ok &= codes[name] == 5 if name == "receivedAt" else codes[name] != 4
+    marks.mark(~ok, "invalid message (quarantined with its line)")
+    return ok
+
+
+def _segment_types(top: dict[str, pa.Array], rows: int, marks: _Marks) -> tuple[list[str], np.ndarray]:
+    """Each row's segment type, computed once per distinct (type, event)."""
+    kinds = pc.fill_null(_text(top, "type", rows, marks), "")
+    events = pc.fill_null(_text(top, "event", rows, marks), "")
+    marks.mark(pc.match_substring(events, "\x00"), "event holding a NUL")
+    track = pc.fill_null(pc.equal(kinds, "track"), False)
+    key = pc.binary_join_element_wise(kinds, pc.if_else(track, events, ""), "\x00")
+    encoded = key.dictionary_encode()
+    names = []
+    for distinct in encoded.dictionary.to_pylist():
+        kind, event = distinct.split("\x00", 1)
+        names.append(segment_type(kind, event) if kind in MESSAGE_TYPES else "")
+    return names, encoded.indices.to_numpy(zero_copy_only=False)
+
+
+def _shapes(
+    codes: list[np.ndarray], names: dict[str, list[int]], rows: int
+) -> tuple[list[dict[str, str]], np.ndarray]:
+    """The rows' maps of column types: the distinct ones and each row's index among them."""
+    matrix = np.ascontiguousarray(np.stack(codes, axis=1)) if codes else np.zeros((rows, 1), np.uint8)
+    signatures = pa.Array.from_buffers(pa.binary(matrix.shape[1]), rows, [None, pa.py_buffer(matrix)])
+    encoded = signatures.dictionary_encode()  # a hash table in C: one id per distinct row
+    ids = encoded.indices.to_numpy(zero_copy_only=False)
+    shapes: list[dict[str, str]] = [{} for _ in range(len(encoded.dictionary))]
+    _, first = np.unique(ids, return_index=True)
+    for shape, row in enumerate(first):
+        for column, indexes in names.items():
+            kind = next((_CODES[int(matrix[row, i])] for i in indexes if matrix[row, i]), None)
+            if kind is not None:
+                shapes[shape][column] = kind
+    return shapes, ids
+
+
+def _string_codes(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Type codes of non-null strings (4 string, 5 timestamp) and the instants of the timestamps
+    (null elsewhere), as ``value_type`` and ``parse_timestamp`` decide: text of 16 to 40 characters
+    with ``-`` at index 4 or a leading space is a candidate; those in :data:`DATE_TIME`'s form are
+    cast by Arrow, the others parsed one by one."""
+    codes = np.full(len(values), 4, np.uint8)
+    length = pc.utf8_length(values)
+    first = pc.utf8_slice_codeunits(values, 0, 1)
+    candidate = pc.and_(
+        pc.and_(pc.greater_equal(length, 16), pc.less_equal(length, 40)),
+        pc.or_(
+            pc.equal(pc.utf8_slice_codeunits(values, 4, 5), "-"),
+            pc.or_(pc.less_equal(first, " "), pc.utf8_is_space(first)),  # wider than isspace()
+        ),
+    )
+    where = np.flatnonzero(pc.fill_null(candidate, False).to_numpy(zero_copy_only=False))
+    if not len(where):
+        return codes, pa.nulls(len(values), UTC_MICROS)
+    texts = values.take(pa.array(where))
+    narrow = pc.fill_null(pc.match_substring_regex(texts, DATE_TIME), False)
+    found = pa.nulls(len(texts), UTC_MICROS)
+    exact = np.zeros(len(texts), bool)
+    try:
+        found = pc.if_else(narrow, texts, pa.scalar(None, pa.string())).cast(UTC_MICROS)
+        exact = narrow.to_numpy(zero_copy_only=False)
+    except pa.ArrowInvalid:  # an impossible date among them: all of them one by one
+        pass
+    codes[where[exact]] = 5
+    slow = np.flatnonzero(~exact)
+    if len(slow):
+        moments = found.to_pylist()
+        for row in slow:
+            moment = parse_timestamp(texts[int(row)].as_py())
+            if moment is not None:
+                codes[where[row]] = 5
+            moments[row] = moment
+        found = pa.array(moments, UTC_MICROS)
+    spread = np.full(len(values), -1, np.int64)
+    spread[where] = np.arange(len(where))
+    return codes, found.take(pa.array(spread, mask=spread < 0))
+
+
+_SIMPLE_ITEMS = (pa.types.is_string, pa.types.is_int64, pa.types.is_boolean, pa.types.is_null)
+
+
+def _simple_list(kind: pa.DataType) -> bool:
+    """A list (of lists) of strings, integers, booleans or nulls: its text is exact from Arrow."""
+    if pa.types.is_list(kind):
+        return _simple_list(kind.value_type)
+    return any(test(kind) for test in _SIMPLE_ITEMS)
+
+
+def _list_texts(values: pa.Array) -> pa.Array:
+    """A list column as ``json_text`` gives it: in C for lists of integers, booleans and strings
+    that need no escaping (orjson escapes only quotes, backslashes and control characters) with no
+    null item; value by value otherwise."""
+    item = values.type.value_type
+    if pa.types.is_int64(item) or pa.types.is_boolean(item) or pa.types.is_string(item):
+        items = pc.list_flatten(values)
+        simple = not len(items) or not pc.any(pc.is_null(items)).as_py()
+        if simple and pa.types.is_string(item) and len(items):
+            simple = not pc.any(pc.match_substring_regex(items, r'["\\\x00-\x1f\x7f]')).as_py()
+        if simple:
+            texts = values.cast(pa.list_(pa.string()))
+            quote = '"' if pa.types.is_string(item) else ""
+            joined = pc.binary_join(texts, quote + "," + quote)
+            whole = pc.binary_join_element_wise("[" + quote, joined, quote + "]", "")
+            return pc.if_else(pc.equal(pc.list_value_length(values), 0), pa.scalar("[]"), whole)
+    return pa.array([None if v is None else json_text(v) for v in values.to_pylist()], pa.string())

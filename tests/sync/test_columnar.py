@@ -1,0 +1,222 @@
+"""The columnar parse (sync.parser = "columnar", the default) against the per-message rules
+("per-message", the specification) on the same archives: the same rows for Spark (validity, ids,
+received times, segment types, tie-break hashes, column types, reasons, raw lines), the same dedupe
+decisions, and the same files from the write pass (table rows and values, values that did not fit,
+messages of blocked tables). The whole sync, through Spark and the catalog, at the end."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from eventlake.schema import evolve
+from eventlake.storage import LocalStorage
+from eventlake.sync.pipeline import columnar
+from eventlake.sync.pipeline.pieces import pieces_by_type
+from eventlake.sync.pipeline.transform import PARSED_ARROW, parse_files
+from eventlake.sync.pipeline.write import write_segment_types, write_units
+from eventlake.sync.protocol.stage import DEDUPE, RunStage
+
+from .columnar_corpus import documented_messages, edge_lines, fuzz_lines, line, typed_lines
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import sync as bench_inputs  # noqa: E402 - bench/sync.py
+
+
+def _archives(folder: Path, chunks: list[list[bytes]]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for number, lines in enumerate(chunks):
+        path = folder / f"archive-{number:03d}.gz"
+        path.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+        paths.append(path)
+    return paths
+
+
+def _parse(files: list[Path], pieces: Path, columnar: bool, suppressed: frozenset[str]) -> pa.Table:
+    """The parse pass over ``files`` as two Spark tasks would run it (the first half, the rest)."""
+    batches: list[pa.RecordBatch] = []
+    half = max(1, len(files) // 2)
+    for task in (range(0, half), range(half, len(files))):
+        if not len(task):
+            continue
+        frame = pa.RecordBatch.from_pydict(
+            {"location": [str(files[n]) for n in task], "number": list(task), "size": [0] * len(task)}
+        )
+        batches += parse_files(
+            [frame], storage=LocalStorage(), pieces=pieces, suppressed=suppressed, columnar=columnar
+        )
+    return pa.Table.from_batches(batches, PARSED_ARROW)
+
+
+def _messages(parsed: pa.Table) -> dict[int, tuple[Any, ...]]:
+    """Each message row by position, its shape resolved to its map of column types (order aside)."""
+    others = parsed.filter(pc.is_null(parsed["ok"]))
+    shapes = {
+        name: dict(types)
+        for name, types in zip(others["shape"].to_pylist(), others["types"].to_pylist(), strict=True)
+        if name is not None
+    }
+    rows = parsed.filter(pc.is_valid(parsed["ok"])).to_pylist()
+    found = {}
+    for row in rows:
+        types = shapes.get(row["shape"]) if row["shape"] is not None else None
+        found[row["position"]] = (
+            row["ok"], row["message_id"], row["received_at"], row["segment_type"], row["line_hash"],
+            None if types is None else sorted(types.items()), row["collisions"], row["reason"], row["raw"],
+        )  # fmt: skip
+    damaged = sorted((r["raw"], r["reason"]) for r in others.to_pylist() if r["shape"] is None)
+    return {**found, -1: tuple(damaged)}
+
+
+def _dedupe(parsed: pa.Table) -> list[int]:
+    """The positions the dedupe drops within a run (as the Spark job: every copy of an id but the
+    first by received time, then the line's hash, then position)."""
+    valid = parsed.filter(pc.fill_null(parsed["ok"], False))
+    order = sorted(
+        zip(
+            *(valid[c].to_pylist() for c in ("message_id", "received_at", "line_hash", "position")),
+            strict=True,
+        )
+    )
+    return sorted(r[3] for i, r in enumerate(order) if i and order[i - 1][0] == r[0])
+
+
+def _written(parsed: pa.Table, pieces: Path, stage_root: Path, blocked: frozenset[str]) -> dict[str, Any]:
+    """The write pass over the run's pieces: every staged file's rows (dedupe index files aside: the
+    tasks they come from depend on the pieces' sizes; their rows are the tables' rows)."""
+    drop = _dedupe(parsed)
+    valid = parsed.filter(pc.fill_null(parsed["ok"], False))
+    kept = valid.filter(pc.invert(pc.is_in(valid["position"], pa.array(drop, pa.int64()))))
+    others = parsed.filter(pc.is_null(parsed["ok"]))
+    shapes = dict(zip(others["shape"].to_pylist(), others["types"].to_pylist(), strict=True))
+    observed: dict[str, dict[str, set[str]]] = {}
+    for segment_type, shape in zip(kept["segment_type"].to_pylist(), kept["shape"].to_pylist(), strict=True):
+        for column, kind in dict(shapes[shape]).items():
+            observed.setdefault(segment_type, {}).setdefault(column, set()).add(kind)
+    schemas = {
+        segment_type: evolve(None, columns, sorted(columns)).columns
+        for segment_type, columns in observed.items()
+        if segment_type not in blocked
+    }
+    storage = LocalStorage()
+    stage = RunStage(stage_root, "src1", "src1", "20261101T000000000Z-abcd", ("day", "hr"))
+    staged = []
+    for unit in write_units(storage, pieces, schemas, blocked, 2):
+        staged += write_segment_types(
+            unit, schemas=schemas, blocked=blocked, drop=pa.array(drop, pa.int64()), window=None,
+            stage=stage, storage=storage, date_partition="day-hour",
+        )  # fmt: skip
+    files: dict[str, Any] = {"drop": drop, "schemas": schemas}
+    for file in staged:
+        if file.kind == DEDUPE:
+            continue
+        table = pq.read_table(stage.staged(file))
+        key = f"{file.kind} {file.segment_type} {file.partition}"
+        files.setdefault(key, []).extend(table.to_pylist())
+        files[key + " schema"] = str(table.schema)
+    return files
+
+
+def assert_same_lake(
+    tmp_path: Path, chunks: list[list[bytes]], suppressed: frozenset[str] = frozenset()
+) -> None:
+    files = _archives(tmp_path / "archive", chunks)
+    results = {}
+    for columnar in (False, True):
+        pieces = tmp_path / f"pieces-{columnar}"
+        parsed = _parse(files, pieces, columnar, suppressed)
+        blocked = frozenset(sorted(pieces_by_type(LocalStorage(), pieces))[:1])  # one table past the limit
+        results[columnar] = (
+            _messages(parsed),
+            _written(parsed, pieces, tmp_path / f"stage-{columnar}", blocked),
+            blocked,
+        )
+    (per_message, written, blocked), (columnar, columnar_written, columnar_blocked) = (
+        results[False],
+        results[True],
+    )
+    assert blocked == columnar_blocked
+    assert sorted(per_message) == sorted(columnar), "the same rows"
+    different = [
+        (p, per_message[p], columnar[p]) for p in sorted(per_message) if per_message[p] != columnar[p]
+    ]
+    assert not different, different[:5]
+    assert written.keys() == columnar_written.keys()
+    for key in written:
+        assert written[key] == columnar_written[key], key
+    assert any(key.startswith("table") for key in written), "nothing written: the comparison proves nothing"
+    typed = json_rows = 0
+    for path in (tmp_path / "pieces-True").rglob("*.arrow"):
+        table = pa.ipc.open_file(pa.py_buffer(path.read_bytes())).read_all()
+        if "values" in table.schema.names:
+            typed += table.num_rows
+        else:
+            json_rows += table.num_rows
+    return typed / max(1, typed + json_rows)
+
+
+@pytest.fixture
+def single_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group that does not read is halved down to single lines (not 64): each edge line is
+    judged on its own instead of going back with its neighbours."""
+    monkeypatch.setattr(columnar, "LEAST_LINES", 1)
+
+
+def test_the_edges_and_random_messages_give_the_same_lake_both_ways(
+    tmp_path: Path, single_lines: None
+) -> None:
+    edges = edge_lines()
+    fuzz = fuzz_lines(3000, seed=37)
+    # the edges alone, mixed into the random messages, and backwards
+    judged = assert_same_lake(
+        tmp_path, [edges, fuzz[:1500] + edges + fuzz[1500:], edges[::-1]], suppressed=frozenset({"u3"})
+    )
+    assert judged > 0.3, judged
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_seeded_random_messages_give_the_same_lake_both_ways(
+    tmp_path: Path, seed: int, single_lines: None
+) -> None:
+    fuzz = fuzz_lines(1000, seed=seed)
+    typed = typed_lines(3000, seed=seed)
+    judged = assert_same_lake(
+        tmp_path, [fuzz[:300] + typed[:1500], typed[1500:] + fuzz[300:]], suppressed=frozenset({"u1"})
+    )
+    assert judged > 0.5, judged
+
+
+def test_segments_documented_payloads_give_the_same_lake_both_ways(tmp_path: Path) -> None:
+    lines = [line(message) for message in documented_messages()]
+    assert assert_same_lake(tmp_path, [lines * 3, lines]) > 0.5
+
+
+@pytest.mark.parametrize("kind", sorted(bench_inputs.INPUTS))
+def test_the_benchmarks_inputs_give_the_same_lake_both_ways(tmp_path: Path, kind: str) -> None:
+    bench_inputs.generate(tmp_path / "project", "src1", 6000, files=3, seed=11, kind=kind)
+    chunks = [
+        gzip.decompress(p.read_bytes()).splitlines() for p in sorted((tmp_path / "project").rglob("*.gz"))
+    ]
+    assert assert_same_lake(tmp_path, chunks, suppressed=frozenset({"user-1", "user-2"})) > 0.6
+
+
+def test_most_lines_of_the_benchmarks_input_are_judged_on_columns(tmp_path: Path) -> None:
+    """The columnar path is not the per-message path under another name: on the analytics input,
+    at least 75 % of the messages are judged on columns (typed pieces), the rest fall back."""
+    bench_inputs.generate(tmp_path / "project", "src1", 4000, files=1, seed=5, kind="analytics")
+    files = sorted((tmp_path / "project").rglob("*.gz"))
+    pieces = tmp_path / "pieces"
+    _parse(files, pieces, True, frozenset())
+    rows = {"typed": 0, "json": 0}
+    for path in pieces.rglob("*.arrow"):
+        table = pa.ipc.open_file(pa.py_buffer(path.read_bytes())).read_all()
+        rows["typed" if "values" in table.schema.names else "json"] += table.num_rows
+    assert rows["typed"] >= 0.75 * (rows["typed"] + rows["json"]), rows
