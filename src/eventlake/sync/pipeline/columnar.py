@@ -135,7 +135,8 @@ class FileLines:
         numbers = np.flatnonzero(filled)
         opens = buffer[self.starts[numbers]] == ord("{")
         closes = buffer[self.ends[numbers] - 1] == ord("}")
-        return numbers[opens & closes]
+        found: np.ndarray = numbers[opens & closes]
+        return found
 
 
 def judge_file(lines: FileLines, suppressed: frozenset[str] = frozenset()) -> tuple[list[Group], np.ndarray]:
@@ -149,12 +150,6 @@ def judge_file(lines: FileLines, suppressed: frozenset[str] = frozenset()) -> tu
     if not len(candidates):
         return groups, np.sort(np.concatenate(left))
     text = _text_array(lines, candidates)
-    # a list of objects goes back whatever happens (null and absent look alike in Arrow), and the
-    # same key holding strings in one message and objects in another fails the read of a whole
-    # group, halved down to LEAST_LINES: such lines go straight to the per-message rules
-    objects = pc.fill_null(pc.match_substring(text, _LIST_OF_OBJECTS), False).to_numpy(zero_copy_only=False)
-    left.append(candidates[objects])
-    candidates, text = candidates[~objects], text.filter(pa.array(~objects))
     for numbers in _route(text):
         _read_groups(lines, candidates[numbers], suppressed, groups, left)
     return groups, np.sort(np.concatenate(left))
@@ -167,7 +162,7 @@ def _text_array(lines: FileLines, numbers: np.ndarray) -> pa.Array:
     every = pa.Array.from_buffers(
         pa.large_string(), len(lines.starts), [None, pa.py_buffer(offsets), pa.py_buffer(content)]
     )
-    return every.take(pa.array(numbers))
+    return every if len(numbers) == len(every) else every.take(pa.array(numbers))
 
 
 def _utf8(lines: FileLines, numbers: np.ndarray) -> np.ndarray:
@@ -191,7 +186,10 @@ def _route(text: pa.Array) -> Iterator[np.ndarray]:
     """The indexes of ``text``'s lines, grouped by the (type, event) their text shows."""
     kinds = pc.fill_null(pc.extract_regex(text, _TYPE).field("t"), "")
     events = pc.fill_null(pc.extract_regex(text, _EVENT).field("e"), "")
-    key = pc.binary_join_element_wise(kinds, events, pa.scalar("\x00", pa.large_string()))
+    # lines holding a list of objects apart: the same key holding strings in one message and
+    # objects in another fails the read of a whole group (halved down to LEAST_LINES)
+    objects = pc.if_else(pc.match_substring(text, _LIST_OF_OBJECTS), "o", "").cast(pa.large_string())
+    key = pc.binary_join_element_wise(kinds, events, objects, pa.scalar("\x00", pa.large_string()))
     groups = key.dictionary_encode().indices.to_numpy(zero_copy_only=False)
     order = np.argsort(groups, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(groups))))
@@ -308,6 +306,7 @@ def judge(table: pa.Table, lines: np.ndarray, chunk: bytes, suppressed: frozense
         leaves += _leaves((name,), array, None, objects)
 
     # each column path's name and its values' type codes, per row
+    texts = None  # the rows' lines, when needed
     names: dict[str, list[int]] = {}
     top_codes: dict[str, int] = {}  # a top-level key -> its index in codes
     codes: list[np.ndarray] = []
@@ -331,7 +330,23 @@ def judge(table: pa.Table, lines: np.ndarray, chunk: bytes, suppressed: frozense
         elif pa.types.is_list(kind) and _simple_list(kind):  # compact sorted-key JSON text, as flatten does
             code[valid] = 4
             values = _list_texts(values)
-        elif not pa.types.is_null(kind):  # lists of doubles (1 or 1.0?), of objects (null or absent?)
+        elif pa.types.is_list(kind):  # of doubles, of objects: value by value, where Arrow is exact
+            code[valid] = 4
+            unsure = np.zeros(rows, bool)
+            _unsure_doubles(values, np.arange(rows), unsure)  # 1 or 1.0?
+            marks.mark(unsure, "a list holding an integral double (1 or 1.0?)")
+            if _has_struct(kind):  # an object's null and absent keys look alike: lines without null
+                if texts is None:
+                    texts = _row_texts(chunk)
+                marks.mark(
+                    valid
+                    & pc.fill_null(pc.match_substring(texts, "null"), False).to_numpy(zero_copy_only=False),
+                    "a list of objects and a null",
+                )
+            values = pa.array(
+                [None if v is None else json_text(_without_nulls(v)) for v in values.to_pylist()], pa.string()
+            )
+        elif not pa.types.is_null(kind):  # maps, unions: not from JSON
             marks.mark(valid, f"{kind} values")
         column = _column(path)
         if len(path) == 1:
@@ -363,14 +378,13 @@ def judge(table: pa.Table, lines: np.ndarray, chunk: bytes, suppressed: frozense
 
     # two key paths of one column: rows where more than one may be there go back (flatten records
     # the collision and picks the winner). A null and an absent key look alike in Arrow: a path
-    # counts where its value is not null, or where its parent is there and the line holds the key;
-    # an object's path where it is null there and the line holds the key.
+    # counts where its value is not null, or where its parent is there and the line may hold the
+    # key with a null; an object's path where it is null and the line may hold it with a null.
     candidates: dict[str, list[tuple[_Path, bool]]] = {}
     for column, indexes in names.items():
         candidates[column] = [(leaves[index], False) for index in indexes]
     for found in objects:
         candidates.setdefault(_column(found[0]), []).append((found, True))
-    texts = None
     for paths in candidates.values():
         if len(paths) < 2:
             continue
@@ -383,11 +397,11 @@ def judge(table: pa.Table, lines: np.ndarray, chunk: bytes, suppressed: frozense
                 if parent is None
                 else pc.fill_null(parent, False).to_numpy(zero_copy_only=False)
             )
-            mentioned = pc.fill_null(pc.match_substring(texts, _json_key(path[-1])), False).to_numpy(
+            nulled = pc.fill_null(pc.match_substring_regex(texts, _null_key(path[-1])), False).to_numpy(
                 zero_copy_only=False
             )
             valid = values.is_valid().to_numpy(zero_copy_only=False)
-            present += maybe & mentioned & ~valid if is_object else maybe & (mentioned | valid)
+            present += maybe & nulled & ~valid if is_object else maybe & (nulled | valid)
         marks.mark(present >= 2, "two key paths of one column")
 
     # a column of several paths: the one there (rows with more than one went back just above)
@@ -440,12 +454,14 @@ def _row_texts(chunk: bytes) -> pa.Array:
     )
 
 
-def _json_key(key: str) -> str:
-    """A key as its JSON text in a line (``"key":`` without escapes: a key with characters JSON
-    escapes is searched without its quotes, which finds more, never less)."""
-    if any(c in key for c in '"\\') or any(ord(c) < 0x20 for c in key):
-        return key.replace('"', "").replace("\\", "")[:8]
-    return f'"{key}"'
+def _null_key(key: str) -> str:
+    """A regex finding the lines where ``key`` may be there with a null value (``"key":null``), or
+    where it cannot tell (a line escaping a character with ``\\u``: ``"\\u0061b"`` is ``"ab"``; a
+    key JSON would escape or of other characters than letters, digits, ``_``, ``-``, ``$``, space)."""
+    if not key or any(not (c.isascii() and (c.isalnum() or c in "_-$ ")) for c in key):
+        return "null"
+    escaped = "".join(f"\\{c}" if c in "$" else c for c in key)
+    return f'"{escaped}"\\s*:\\s*null|\\\\u.*null|null.*\\\\u'
 
 
 def _text(top: dict[str, pa.Array], name: str, rows: int, marks: _Marks) -> pa.Array:
@@ -488,7 +504,8 @@ def _validate(top: dict[str, pa.Array], codes: dict[str, np.ndarray], rows: int,
             continue
         ok &= codes[name] == 5 if name == "receivedAt" else codes[name] != 4
     marks.mark(~ok, "invalid message (quarantined with its line)")
-    return ok
+    judged: np.ndarray = ok
+    return judged
 
 
 def _segment_types(top: dict[str, pa.Array], rows: int, marks: _Marks) -> tuple[list[str], np.ndarray]:
@@ -564,6 +581,41 @@ def _string_codes(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
     spread = np.full(len(values), -1, np.int64)
     spread[where] = np.arange(len(where))
     return codes, found.take(pa.array(spread, mask=spread < 0))
+
+
+def _unsure_doubles(values: pa.Array, rows_of: np.ndarray, unsure: np.ndarray) -> None:
+    """Mark in ``unsure`` the rows (``rows_of``: each value's row) holding, anywhere inside
+    ``values``, a double JSON may have spelled as an integer (Arrow reads ``[1.5, 2]`` as doubles),
+    a non-finite one or one of 1e31 or more (an integer beyond 64 bits)."""
+    kind = values.type
+    if pa.types.is_list(kind):
+        parents = pc.list_parent_indices(values).to_numpy(zero_copy_only=False)
+        _unsure_doubles(pc.list_flatten(values), rows_of[parents], unsure)
+    elif pa.types.is_struct(kind):
+        for child in values.flatten():
+            _unsure_doubles(child, rows_of, unsure)
+    elif pa.types.is_floating(kind) and len(values):
+        doubt = pc.or_(
+            pc.or_(pc.equal(pc.floor(values), values), pc.invert(pc.is_finite(values))),
+            pc.greater_equal(pc.abs(values), 1e31),
+        )
+        unsure[rows_of[pc.fill_null(doubt, False).to_numpy(zero_copy_only=False)]] = True
+
+
+def _has_struct(kind: pa.DataType) -> bool:
+    if pa.types.is_list(kind):
+        return _has_struct(kind.value_type)
+    return bool(pa.types.is_struct(kind))
+
+
+def _without_nulls(value: Any) -> Any:
+    """A value of a list column as flatten saw it: Arrow gives an object every key of its column,
+    null where the object had none (lines holding a null go back: see judge)."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 _SIMPLE_ITEMS = (pa.types.is_string, pa.types.is_int64, pa.types.is_boolean, pa.types.is_null)

@@ -166,7 +166,8 @@ def read_all_pieces(
 ) -> tuple[pa.Table, list[pa.Table]]:
     """The rows of these pieces, as :func:`read_pieces` keeps them: those of the JSON pieces in one
     table, and each typed piece's (with its ``archive`` metadata)."""
-    tables, typed = [], []
+    tables: list[pa.Table] = []
+    typed: list[pa.Table] = []
     for location in locations:
         table = pa.ipc.open_file(pa.py_buffer(storage.read(to_location(location)))).read_all()
         keep = _keep(table, drop, window)

@@ -1,7 +1,10 @@
-"""Per-message work done in Spark's Python workers: parse, validate, flatten.
+"""The parse pass done in Spark's Python workers: parse, validate, flatten each archive line.
 
-Plain functions over an iterator of rows, so they are testable without Spark; the rules stay in
-:mod:`eventlake.spec` and :mod:`eventlake.schema`. The cast-and-write pass is :mod:`.write`.
+:func:`parse_files` is a parse task: each file's lines are judged on Arrow columns
+(:mod:`.columnar`), and what that cannot judge goes through :func:`parse_line`, the per-message
+rules (``sync.parser = "per-message"`` sends every line there). Plain functions over an iterator of
+rows, so they are testable without Spark; the rules stay in :mod:`eventlake.spec` and
+:mod:`eventlake.schema`. The cast-and-write pass is :mod:`.write`.
 """
 
 from __future__ import annotations
@@ -283,9 +286,9 @@ class _Task:
         segment_ids = group.segment_ids[kept]
         names: list[str | None] = [None] * len(group.shapes)
         shape_rows = []
-        for shape in np.unique(group.shape_ids[kept]).tolist():
-            segment = group.segment_types[segment_ids[np.argmax(group.shape_ids[kept] == shape)]]
-            names[shape], new = self.shapes.name(segment, group.shapes[shape])
+        distinct, first = np.unique(group.shape_ids[kept], return_index=True)
+        for shape, row in zip(distinct.tolist(), first.tolist(), strict=True):
+            names[shape], new = self.shapes.name(group.segment_types[segment_ids[row]], group.shapes[shape])
             if new is not None:
                 shape_rows.append((*new, self.other_position()))
         if shape_rows:

@@ -134,7 +134,7 @@ def cast_json_pieces(
     for batch in table.to_batches(BATCH_ROWS):
         cast, bad = cast_rows([loads(payload) for payload in batch["payload"].to_pylist()], columns)
         tables.append(cast)
-        rejected += [(start + row, *rest) for row, *rest in bad]
+        rejected += [(start + row, column, kind, raw, reason) for row, column, kind, raw, reason in bad]
         start += batch.num_rows
     return (pa.concat_tables(tables) if tables else arrow_schema(columns).empty_table()), rejected
 
@@ -202,7 +202,10 @@ def in_received_order(
     )
     rank = np.empty(len(order), np.int64)
     rank[order.to_numpy()] = np.arange(len(order))
-    renumbered = sorted(((int(rank[row]), *rest) for row, *rest in rejected), key=lambda entry: entry[0])
+    renumbered = sorted(
+        ((int(rank[row]), column, kind, raw, reason) for row, column, kind, raw, reason in rejected),
+        key=lambda entry: entry[0],
+    )
     return rows.take(order), values.take(order), renumbered
 
 
@@ -340,7 +343,7 @@ def write_segment_type(
     rejected: list[tuple[int, str, str, str, str]] = []
     start = 0
     for rows, _, bad in parts:
-        rejected += [(start + row, *rest) for row, *rest in bad]
+        rejected += [(start + row, column, kind, raw, reason) for row, column, kind, raw, reason in bad]
         start += rows.num_rows
     rows, values, rejected = in_received_order(
         pa.concat_tables([r for r, _, _ in parts]), pa.concat_tables([v for _, v, _ in parts]), rejected
