@@ -27,12 +27,16 @@ Then times, each as a whole process (start-up included):
   partitioned by type/day/hour. What any design running the job through Spark on this machine
   costs at least, before flattening, typing and the catalog.
 
-Prints messages/s, MB/s of raw input, peak memory (RSS of the whole process tree) and the ratios
-DuckDB wall time / eventlake wall time (>= 1.0: eventlake is at least as fast) and DuckDB / Spark's
-floor.
+eventlake runs once per ``--parsers`` (``[sync] parser``; default: the columnar parse, then the
+per-message one as the baseline in the same run), each on its own copy of the generated project.
 
-    .venv/bin/python bench/sync.py                 # 1,000,000 messages of the analytics input
-    .venv/bin/python bench/sync.py --messages 200000 --input basic
+Prints messages/s, MB/s of raw input, peak memory (RSS of the whole process tree) and the ratios
+per-message / columnar, DuckDB wall time / eventlake wall time (>= 1.0: eventlake is at least as
+fast) and DuckDB / Spark's floor.
+
+    .venv/bin/python bench/sync.py                 # 1,000,000 messages of the analytics input, 3 days
+    .venv/bin/python bench/sync.py --hours 1       # the same messages received within one hour
+    .venv/bin/python bench/sync.py --messages 200000 --input basic --parsers columnar
 """
 
 from __future__ import annotations
@@ -316,10 +320,11 @@ INPUTS = {"basic": _message, "analytics": _analytics_message}
 
 
 def generate(
-    project: Path, source_id: str, messages: int, files: int = 10, seed: int = 7, kind: str = "basic"
-) -> tuple[int, int]:
-    """Write the archive of input ``kind`` (``INPUTS``); returns (messages written including
-    duplicates, bytes of raw JSON)."""
+    project: Path, source_id: str, messages: int, files: int = 10, seed: int = 7, kind: str = "basic",
+    hours: float = 72.0,
+) -> tuple[int, int]:  # fmt: skip
+    """Write the archive of input ``kind`` (``INPUTS``), received over ``hours`` (3 days by
+    default); returns (messages written including duplicates, bytes of raw JSON)."""
     build = INPUTS[kind]
     rng = random.Random(seed)
     per_file = messages // files
@@ -327,7 +332,7 @@ def generate(
     written = 0
     recent: list[bytes] = []
     for f in range(files):
-        received0 = START + timedelta(days=3 * f / files)
+        received0 = START + timedelta(hours=hours * f / files)
         day_ms = (
             int(datetime(received0.year, received0.month, received0.day, tzinfo=timezone.utc).timestamp())
             * 1000
@@ -336,7 +341,7 @@ def generate(
         path.parent.mkdir(parents=True, exist_ok=True)
         with gzip.open(path, "wb", compresslevel=1) as out:
             for i in range(per_file):
-                received = received0 + timedelta(seconds=i * (3 * 86400 / files) / per_file)
+                received = received0 + timedelta(seconds=i * (hours * 3600 / files) / per_file)
                 if recent and rng.random() < 0.01:
                     line = recent[rng.randrange(len(recent))]  # a client retry: the same message again
                 else:
@@ -652,6 +657,17 @@ def main() -> None:
     parser.add_argument("--input", choices=sorted(INPUTS), default="analytics",
                         help="the generator: analytics (default, issue 37's) or basic")  # fmt: skip
     parser.add_argument("--seed", type=int, default=7, help="the generator's seed (default 7)")
+    parser.add_argument(
+        "--hours",
+        type=float,
+        default=72.0,
+        help="the messages are received over this many hours (default 72)",
+    )
+    parser.add_argument(
+        "--parsers", default="columnar,per-message",
+        help="eventlake sync once per [sync] parser, each on its own copy of the project (default: "
+        "columnar,per-message: the per-message parse is the baseline, in the same run)",
+    )  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=None, help="keep the generated data here")
     parser.add_argument(
         "--skip-duckdb", action="store_true", help="time eventlake alone (no DuckDB baseline, no Spark floor)"
@@ -684,7 +700,7 @@ def main() -> None:
         )
     )  # fmt: skip  - Spark's jobs give the parse and write passes' edges
     started = time.monotonic()
-    count, raw = generate(project, source_id, args.messages, args.files, args.seed, args.input)
+    count, raw = generate(project, source_id, args.messages, args.files, args.seed, args.input, args.hours)
     gz = sum(path.stat().st_size for path in (project / "lake" / "segment-logs").rglob("*.gz"))
     values, widest = flat_values(project)
     print(f"generated {count:,} messages of the {args.input} input ({raw / 1e9:.2f} GB of JSON, "
@@ -692,12 +708,27 @@ def main() -> None:
           f"{raw / count:,.0f} bytes and {values:.1f} flattened values per message, "
           f"widest table {widest} columns", flush=True)  # fmt: skip
 
-    run = sync_by_phase(project, env, event_log)
-    spark_wall, spark_rss = run.wall, run.peak_rss
-    print(f"eventlake sync: {spark_wall:.1f} s wall, {count / spark_wall:,.0f} msg/s, "
-          f"{raw / 1e6 / spark_wall:.1f} MB/s, peak RSS {spark_rss / 2**30:.2f} GiB, "
-          f"{run.cpu:.0f} CPU s", flush=True)  # fmt: skip
-    run.report(count)
+    parsers = [name.strip() for name in args.parsers.split(",") if name.strip()]
+    runs: dict[str, SyncRun] = {}
+    for name in parsers:  # each on a copy of the project as generated (its own metastore and ledger)
+        copy = work / f"project-{name}"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(project, copy, symlinks=True)
+        settings = copy / "eventlake.toml"
+        text = settings.read_text().replace(str(event_log), str(event_log) + "-" + name)
+        settings.write_text(text.replace("[sync]\n", f'[sync]\nparser = "{name}"\n', 1))
+        print(f"eventlake sync, [sync] parser = {name!r}:", flush=True)
+        run = runs[name] = sync_by_phase(copy, env, Path(str(event_log) + "-" + name))
+        print(f"eventlake sync ({name}): {run.wall:.1f} s wall, {count / run.wall:,.0f} msg/s, "
+              f"{raw / 1e6 / run.wall:.1f} MB/s, peak RSS {run.peak_rss / 2**30:.2f} GiB, "
+              f"{run.cpu:.0f} CPU s", flush=True)  # fmt: skip
+        run.report(count)
+    first = runs[parsers[0]]
+    for name in parsers[1:]:
+        other = runs[name]
+        print(f"ratio ({name} / {parsers[0]}): wall {other.wall / first.wall:.2f}, "
+              f"CPU {other.cpu / first.cpu:.2f}")  # fmt: skip
+    spark_wall = first.wall
     if args.skip_duckdb:
         return
     out = work / "duckdb-out"
@@ -709,7 +740,7 @@ def main() -> None:
     )
     print(f"duckdb baseline: {duck_wall:.1f} s wall, {count / duck_wall:,.0f} msg/s, "
           f"{raw / 1e6 / duck_wall:.1f} MB/s, peak RSS {duck_rss / 2**30:.2f} GiB")  # fmt: skip
-    print(f"ratio (duckdb wall / eventlake wall): {duck_wall / spark_wall:.2f}")
+    print(f"ratio (duckdb wall / eventlake wall, {parsers[0]}): {duck_wall / spark_wall:.2f}")
     if args.skip_spark_floor:
         return
     out = work / "spark-out"

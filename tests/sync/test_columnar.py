@@ -258,6 +258,6 @@ def test_a_sync_through_spark_and_the_catalog_is_the_same_both_ways(lake, spark,
     )
     counted = ("input_messages", "duplicates_dropped", "rejected_messages", "rejected_values", "suppressed")
     assert [getattr(columnar_result, c) for c in counted] == [getattr(per_message_result, c) for c in counted]
-    assert [(t.name, t.rows, t.new_columns) for t in columnar_result.tables] == [
-        (t.name, t.rows, t.new_columns) for t in per_message_result.tables
+    assert [(t.table, t.rows, t.partitions, t.collisions) for t in columnar_result.tables] == [
+        (t.table, t.rows, t.partitions, t.collisions) for t in per_message_result.tables
     ]

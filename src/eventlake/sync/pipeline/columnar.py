@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,10 @@ _VISIBLE = r"[^\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f}\x{85}\p{Z}]"
 _TYPE = r'"type":"(?P<t>[a-z]+)"'
 _EVENT = r'"event":"(?P<e>[^"\\]*)"'
 _LIST_OF_OBJECTS = '":[{'  # (compact JSON, as every Segment library sends it)
+# text value_type may read as a date-time: "-" at index 4 or a leading space (wider than isspace())
+_CANDIDATE = r"(?s)^(?:.{4}-|[\x00-\x20\x{85}\p{Z}])"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass
@@ -150,8 +155,8 @@ def judge_file(lines: FileLines, suppressed: frozenset[str] = frozenset()) -> tu
     if not len(candidates):
         return groups, np.sort(np.concatenate(left))
     text = _text_array(lines, candidates)
-    for numbers in _route(text):
-        _read_groups(lines, candidates[numbers], suppressed, groups, left)
+    for indexes in _route(text):
+        _read_groups(text, indexes, candidates, suppressed, groups, left)
     return groups, np.sort(np.concatenate(left))
 
 
@@ -197,42 +202,43 @@ def _route(text: pa.Array) -> Iterator[np.ndarray]:
         yield order[start:end]
 
 
-def _chunk(lines: FileLines, numbers: np.ndarray) -> bytes:
-    """The lines ``numbers`` as NDJSON, one per line."""
-    return b"\n".join(lines.line(int(n)) for n in numbers) + b"\n"
+def _chunk(text: pa.Array, indexes: np.ndarray) -> pa.Buffer:
+    """The lines ``text[indexes]`` as NDJSON (each holds its line end), in one buffer."""
+    taken = text.take(pa.array(indexes))
+    offsets = np.frombuffer(taken.buffers()[1], np.int64)[taken.offset : taken.offset + len(taken) + 1]
+    return taken.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
 def _read_groups(
-    lines: FileLines,
-    numbers: np.ndarray,
-    suppressed: frozenset[str],
-    groups: list[Group],
-    left: list[np.ndarray],
-) -> None:
-    """Read and judge the lines ``numbers`` as one group, halved while they do not read."""
-    chunk = _chunk(lines, numbers)
+    text: pa.Array, indexes: np.ndarray, numbers: np.ndarray, suppressed: frozenset[str],
+    groups: list[Group], left: list[np.ndarray],
+) -> None:  # fmt: skip
+    """Read and judge the lines ``text[indexes]`` (the file's lines ``numbers[indexes]``) as one
+    group, halved while they do not read."""
+    chunk = _chunk(text, indexes)
     try:
         table = read_json(chunk)
     except (pa.ArrowInvalid, UnicodeDecodeError):
-        if len(numbers) <= LEAST_LINES:
-            left.append(numbers)
+        if len(indexes) <= LEAST_LINES:
+            left.append(numbers[indexes])
             return
-        half = len(numbers) // 2
-        _read_groups(lines, numbers[:half], suppressed, groups, left)
-        _read_groups(lines, numbers[half:], suppressed, groups, left)
+        half = len(indexes) // 2
+        _read_groups(text, indexes[:half], numbers, suppressed, groups, left)
+        _read_groups(text, indexes[half:], numbers, suppressed, groups, left)
         return
-    if table.num_rows != len(numbers):  # not one object a line: the per-message rules say what it is
-        left.append(numbers)
+    if table.num_rows != len(indexes):  # not one object a line: the per-message rules say what it is
+        left.append(numbers[indexes])
         return
-    groups.append(judge(table, numbers, chunk, suppressed))
+    groups.append(judge(table, numbers[indexes], chunk, suppressed))
 
 
-def read_json(chunk: bytes) -> pa.Table:
+def read_json(chunk: bytes | pa.Buffer) -> pa.Table:
     """NDJSON through pyarrow's reader, one thread. A second read with an explicit schema when the
     first inferred a timestamp anywhere: pyarrow turns ``"2026-11-01"``, ``"... 10:00:00"`` and
     ``"...T10:00:00+02:00"`` into ``timestamp[s]`` (the text lost, the offset applied) and no
     option stops it."""
-    options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(chunk) + 1))
+    size = chunk.size if isinstance(chunk, pa.Buffer) else len(chunk)
+    options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, size + 1))
     table = pj.read_json(pa.BufferReader(chunk), read_options=options)
     if not any(_no_timestamps(f.type) != f.type for f in table.schema):
         return table
@@ -292,7 +298,7 @@ def _leaves(
     yield path, array, parent
 
 
-def judge(table: pa.Table, lines: np.ndarray, chunk: bytes, suppressed: frozenset[str]) -> Group:
+def judge(table: pa.Table, lines: np.ndarray, chunk: bytes | pa.Buffer, suppressed: frozenset[str]) -> Group:
     """What the per-message rules would say of each row of ``table`` (read from ``chunk``, the
     file's lines ``lines``), or that they must say it (``fallback``)."""
     rows = table.num_rows
@@ -445,13 +451,12 @@ def _column(path: tuple[str, ...]) -> str:
     return column
 
 
-def _row_texts(chunk: bytes) -> pa.Array:
+def _row_texts(chunk: bytes | pa.Buffer) -> pa.Array:
     """The lines of ``chunk`` (one row each) as text, without a copy."""
     ends = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10) + 1
     offsets = np.concatenate(([0], ends)).astype(np.int64)
-    return pa.Array.from_buffers(
-        pa.large_string(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(chunk)]
-    )
+    data = chunk if isinstance(chunk, pa.Buffer) else pa.py_buffer(chunk)
+    return pa.Array.from_buffers(pa.large_string(), len(ends), [None, pa.py_buffer(offsets), data])
 
 
 def _null_key(key: str) -> str:
@@ -543,44 +548,31 @@ def _shapes(
 
 def _string_codes(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
     """Type codes of non-null strings (4 string, 5 timestamp) and the instants of the timestamps
-    (null elsewhere), as ``value_type`` and ``parse_timestamp`` decide: text of 16 to 40 characters
-    with ``-`` at index 4 or a leading space is a candidate; those in :data:`DATE_TIME`'s form are
-    cast by Arrow, the others parsed one by one."""
+    (null elsewhere), as ``value_type`` and ``parse_timestamp`` decide. Text in :data:`DATE_TIME`'s
+    form is cast by Arrow; the other candidates (16 to 40 characters with ``-`` at index 4 or a
+    leading space) are parsed one by one. Both searches are anchored regexes: most text fails at
+    its first characters."""
     codes = np.full(len(values), 4, np.uint8)
-    length = pc.utf8_length(values)
-    first = pc.utf8_slice_codeunits(values, 0, 1)
-    candidate = pc.and_(
-        pc.and_(pc.greater_equal(length, 16), pc.less_equal(length, 40)),
-        pc.or_(
-            pc.equal(pc.utf8_slice_codeunits(values, 4, 5), "-"),
-            pc.or_(pc.less_equal(first, " "), pc.utf8_is_space(first)),  # wider than isspace()
-        ),
-    )
-    where = np.flatnonzero(pc.fill_null(candidate, False).to_numpy(zero_copy_only=False))
-    if not len(where):
-        return codes, pa.nulls(len(values), UTC_MICROS)
-    texts = values.take(pa.array(where))
-    narrow = pc.fill_null(pc.match_substring_regex(texts, DATE_TIME), False)
-    found = pa.nulls(len(texts), UTC_MICROS)
-    exact = np.zeros(len(texts), bool)
-    try:
-        found = pc.if_else(narrow, texts, pa.scalar(None, pa.string())).cast(UTC_MICROS)
-        exact = narrow.to_numpy(zero_copy_only=False)
-    except pa.ArrowInvalid:  # an impossible date among them: all of them one by one
-        pass
-    codes[where[exact]] = 5
-    slow = np.flatnonzero(~exact)
+    micros = np.zeros(len(values), np.int64)
+    narrow = pc.fill_null(pc.match_substring_regex(values, DATE_TIME), False).to_numpy(zero_copy_only=False)
+    wide = pc.fill_null(pc.match_substring_regex(values, _CANDIDATE), False).to_numpy(zero_copy_only=False)
+    slow = np.flatnonzero(wide & ~narrow)
+    where = np.flatnonzero(narrow)
+    if len(where):
+        try:
+            cast = values.take(pa.array(where)).cast(UTC_MICROS).cast(pa.int64())
+            micros[where] = cast.to_numpy(zero_copy_only=False)
+            codes[where] = 5
+        except pa.ArrowInvalid:  # an impossible date among them (February 30): one by one
+            slow = np.union1d(slow, where)
     if len(slow):
-        moments = found.to_pylist()
-        for row in slow:
-            moment = parse_timestamp(texts[int(row)].as_py())
+        texts = values.take(pa.array(slow)).to_pylist()
+        for row, text in zip(slow.tolist(), texts, strict=True):
+            moment = parse_timestamp(text) if 16 <= len(text) <= 40 else None
             if moment is not None:
-                codes[where[row]] = 5
-            moments[row] = moment
-        found = pa.array(moments, UTC_MICROS)
-    spread = np.full(len(values), -1, np.int64)
-    spread[where] = np.arange(len(where))
-    return codes, found.take(pa.array(spread, mask=spread < 0))
+                codes[row] = 5
+                micros[row] = (moment - _EPOCH) // _MICROSECOND
+    return codes, pa.array(micros, pa.int64(), mask=codes != 5).cast(UTC_MICROS)
 
 
 def _unsure_doubles(values: pa.Array, rows_of: np.ndarray, unsure: np.ndarray) -> None:
