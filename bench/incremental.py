@@ -24,6 +24,7 @@ at most 1.0).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import os
 import shutil
@@ -109,7 +110,11 @@ def main() -> None:
     )
     parser.add_argument("--base", type=int, default=20_000, help="messages synced first, to warm up")
     parser.add_argument("--batch", type=int, default=2_000, help="messages per incremental sync")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5, help="warm runs per parser")
+    parser.add_argument(
+        "--parsers", default="columnar,per-message",
+        help="[sync] parser of the warm runs, in turn (default: columnar,per-message)",
+    )  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument(
         "--same-hour", action="store_true",
@@ -137,23 +142,33 @@ def main() -> None:
     settings, spark, catalog = warm_engine(project, "eventlake-bench-incremental")
     print(f"warm-up: session and catalog in {time.monotonic() - started:.1f} s", flush=True)
 
-    warm: list[float] = []
-    for run in range(len(cold), len(cold) + args.runs + 1):
+    # the warm runs take the parsers in turn (``--parsers``): a paired comparison on one session
+    parsers = [name.strip() for name in args.parsers.split(",") if name.strip()]
+    warm: dict[str, list[float]] = {name: [] for name in parsers}
+    for run in range(len(cold), len(cold) + args.runs * len(parsers) + 1):
         add_batch(project, source_id, work, run, args.batch, args.same_hour)
+        name = parsers[(run - len(cold)) % len(parsers)]
+        chosen = dataclasses.replace(settings, sync=dataclasses.replace(settings.sync, parser=name))
         started = time.monotonic()
-        [result] = run_sync(settings, spark=spark, catalog=catalog, say=QUIET)
+        [result] = run_sync(chosen, spark=spark, catalog=catalog, say=QUIET)
         elapsed = time.monotonic() - started
-        label = "warm-up run (not counted)" if run == len(cold) else f"warm run {len(warm) + 1}"
+        label = "warm-up run (not counted)" if run == len(cold) else f"warm run {len(warm[name]) + 1}"
         if run > len(cold):
-            warm.append(elapsed)
-        print(f"{label}: {result.input_messages:,} messages, {result.rows:,} rows in "
+            warm[name].append(elapsed)
+        print(f"{label} ({name}): {result.input_messages:,} messages, {result.rows:,} rows in "
               f"{len(result.tables)} tables: {elapsed:.2f} s ({result.status})", flush=True)  # fmt: skip
     spark.stop()
 
-    warm_median, cold_median = statistics.median(warm), statistics.median(cold)
-    print(f"median warm {warm_median:.2f} s, baseline (new process) {cold_median:.2f} s")
-    print(f"ratio warm / baseline: {warm_median / cold_median:.2f}; warm / goal ({GOAL_SECONDS:g} s): "
-          f"{warm_median / GOAL_SECONDS:.2f} (at most 1.0 meets it)")  # fmt: skip
+    cold_median = statistics.median(cold)
+    for name in parsers:
+        warm_median = statistics.median(warm[name])
+        print(f"median warm ({name}) {warm_median:.2f} s, baseline (new process) {cold_median:.2f} s")
+        print(f"ratio warm / baseline: {warm_median / cold_median:.2f}; warm / goal ({GOAL_SECONDS:g} s): "
+              f"{warm_median / GOAL_SECONDS:.2f} (at most 1.0 meets it)")  # fmt: skip
+    if len(parsers) > 1:
+        first = statistics.median(warm[parsers[0]])
+        for name in parsers[1:]:
+            print(f"ratio warm median {name} / {parsers[0]}: {statistics.median(warm[name]) / first:.2f}")
 
 
 if __name__ == "__main__":

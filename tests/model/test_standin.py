@@ -18,7 +18,7 @@ import pytest
 
 from eventlake import layout, state_layout
 from eventlake.catalog.hive import HiveCatalog
-from eventlake.config import load_settings
+from eventlake.config import Settings, load_settings
 from eventlake.storage import LocalStorage
 from eventlake.sync import run_sync
 from eventlake.sync.maintenance.replay import ReplayRange, run_replay
@@ -44,6 +44,19 @@ def track(message_id: str, user: str = "u1", **properties: Any) -> dict:
 
 def page(message_id: str, user: str = "u2") -> dict:
     return {"type": "page", "userId": user, "messageId": message_id, "name": "Home"}
+
+
+def lake_copy(lake: Lake, copy: Path, database_prefix: str, **sync: Any) -> Settings:
+    """A copy of ``lake``'s project at ``copy``, its settings sharing the test session's state
+    folder (the embedded metastore), its tables in databases named with ``database_prefix``, and
+    ``sync``'s ``[sync]`` settings changed."""
+    shutil.copytree(lake.root, copy)
+    other = load_settings(copy / lake.config.name, environ={})
+    return dataclasses.replace(
+        other, lake=dataclasses.replace(other.lake, state_dir=lake.settings.lake.state_dir),
+        catalog=dataclasses.replace(other.catalog, database_prefix=database_prefix),
+        sync=dataclasses.replace(other.sync, **sync),
+    )  # fmt: skip
 
 
 def lake_content(root: Path, source_id: str) -> dict[str, Any]:
@@ -83,12 +96,7 @@ def test_the_stand_in_writes_what_the_spark_job_writes(lake: Lake, spark, tmp_pa
     damaged = lake.archive([track("d1")], DAY.replace(hour=14))  # then truncated: a damaged file
     damaged.write_bytes(damaged.read_bytes()[:20])
     copy = tmp_path / "standin-project"
-    shutil.copytree(lake.root, copy)
-    other = load_settings(copy / lake.config.name, environ={})
-    other = dataclasses.replace(
-        other, lake=dataclasses.replace(other.lake, state_dir=lake.settings.lake.state_dir),
-        catalog=dataclasses.replace(other.catalog, database_prefix="standin_"),
-    )  # fmt: skip
+    other = lake_copy(lake, copy, "standin_")
     catalog = HiveCatalog(spark)
 
     def both(step) -> None:

@@ -207,7 +207,7 @@ def test_the_benchmarks_inputs_give_the_same_lake_both_ways(tmp_path: Path, kind
 
 def test_most_lines_of_the_benchmarks_input_are_judged_on_columns(tmp_path: Path) -> None:
     """The columnar path is not the per-message path under another name: on the analytics input,
-    at least 85 % of the messages are judged on columns (typed pieces), the rest fall back."""
+    at least 90 % of the messages are judged on columns (typed pieces), the rest fall back."""
     bench_inputs.generate(tmp_path / "project", "src1", 4000, files=1, seed=5, kind="analytics")
     files = sorted((tmp_path / "project").rglob("*.gz"))
     pieces = tmp_path / "pieces"
@@ -216,34 +216,25 @@ def test_most_lines_of_the_benchmarks_input_are_judged_on_columns(tmp_path: Path
     for path in pieces.rglob("*.arrow"):
         table = pa.ipc.open_file(pa.py_buffer(path.read_bytes())).read_all()
         rows["typed" if "values" in table.schema.names else "json"] += table.num_rows
-    assert rows["typed"] >= 0.85 * (rows["typed"] + rows["json"]), rows
+    assert rows["typed"] >= 0.9 * (rows["typed"] + rows["json"]), rows
 
 
 @pytest.mark.spark
 def test_a_sync_through_spark_and_the_catalog_is_the_same_both_ways(lake, spark, tmp_path: Path) -> None:
     """Both parsers on Spark (the SparkStager) and the embedded metastore: the same partitions,
-    quarantine, ledger and dedupe index (test_standin's comparison), the same tables' columns in
-    the catalog and the same counts in the run's report."""
-    import dataclasses
-    import shutil
-
+    quarantine and ledger (test_standin's comparison; the dedupe index holds the same ids, in files
+    the write tasks cut differently), the same tables' columns in the catalog and the same counts
+    in the run's report."""
     from eventlake.catalog.hive import HiveCatalog
-    from eventlake.config import load_settings
     from eventlake.sync import run_sync
-    from tests.model.test_standin import lake_content
+    from tests.model.test_standin import lake_content, lake_copy
 
     lines = [line(m) for m in documented_messages()] + typed_lines(400, seed=9) + edge_lines()
     storage = lake.settings.lake.storage()
     day = lake.archive_lines(lines[:300])
     lake.archive_lines(lines[300:] + lines[:20])  # duplicates across files
     copy = tmp_path / "per-message"
-    shutil.copytree(lake.root, copy)
-    other = load_settings(copy / lake.config.name, environ={})
-    other = dataclasses.replace(
-        other, lake=dataclasses.replace(other.lake, state_dir=lake.settings.lake.state_dir),
-        catalog=dataclasses.replace(other.catalog, database_prefix="permessage_"),
-        sync=dataclasses.replace(other.sync, parser="per-message"),
-    )  # fmt: skip
+    other = lake_copy(lake, copy, "permessage_", parser="per-message")
     assert lake.settings.sync.parser == "columnar" and storage.exists(day)
     [columnar_result] = run_sync(lake.settings, spark=spark, say=lambda line: None)
     [per_message_result] = run_sync(other, spark=spark, say=lambda line: None)

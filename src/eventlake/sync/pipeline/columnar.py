@@ -21,12 +21,16 @@ How a file is read (see bench/README.md, "Columnar readers for the parse pass", 
 3. :func:`judge` names each column path once (``snake_case``, long names, shadowed partition
    names, ``writeKey`` and ``_eventlake…`` dropped), types each column's values (int64 is bigint,
    double decimal, bool boolean, a string a timestamp where ``parse_timestamp`` reads it, lists as
-   ``json_text``), validates as ``spec.validate`` does and names each row's map of types (its
-   shape). What it sends back: invalid messages (their reason and line go to the quarantine),
-   integral doubles (JSON ``1`` and ``1.0`` differ to eventlake, not to Arrow), NaN and infinities,
-   doubles of 1e31 or more (integers beyond 64 bits arrive so), lists of doubles, of objects or of
-   mixed items, rows where two key paths may give one column (a collision record), non-text values
-   of the fields validation reads.
+   ``json_text``), settles two key paths of one column as flatten does, validates as
+   ``spec.validate`` does and names each row's map of types (its shape). What it sends back:
+   invalid messages (their reason and line go to the quarantine), integral doubles, also inside
+   lists (JSON ``1`` and ``1.0`` differ to eventlake, not to Arrow), NaN and infinities, doubles of
+   1e31 or more (integers beyond 64 bits arrive so), a list of objects in a line holding a null (an
+   object's null and absent keys look alike), two key paths of one column where one may be a null
+   or their types differ, non-text values of the fields validation reads.
+
+The lines holding a list of objects are routed apart (``":[{``): a key holding strings in one
+message and objects in another fails the read of a whole group.
 """
 
 from __future__ import annotations
@@ -95,6 +99,7 @@ class Group:
     shape_ids: np.ndarray
     columns: dict[str, pa.Array]  # column name -> the rows' values (JSON's types: not yet cast)
     reasons: Counter[str] = field(default_factory=Counter)  # why rows went back (for the bench)
+    collisions: dict[int, list[str]] = field(default_factory=dict)  # row -> flatten's collision records
 
     @property
     def judged(self) -> np.ndarray:
@@ -382,21 +387,29 @@ def judge(table: pa.Table, lines: np.ndarray, chunk: bytes | pa.Buffer, suppress
             found = pc.fill_null(mask, False).to_numpy(zero_copy_only=False).reshape(-1, rows).any(axis=0)
             marks.mark(found, reason)
 
-    # two key paths of one column: rows where more than one may be there go back (flatten records
-    # the collision and picks the winner). A null and an absent key look alike in Arrow: a path
-    # counts where its value is not null, or where its parent is there and the line may hold the
-    # key with a null; an object's path where it is null and the line may hold it with a null.
+    # two key paths of one column (flatten records the collision and picks the winner). A null and
+    # an absent key look alike in Arrow: a path is there where its value is not null, and may be
+    # there where its parent is and the line may hold the key with a null (an object's path: where
+    # the object is null). Rows where two or more paths hold values (and none may be a null) are
+    # judged as flatten settles them: the path whose dotted form sorts last wins; other rows where
+    # two or more may be there go back.
+    collisions: dict[int, list[str]] = {}
+    values_of: dict[str, pa.Array] = {}
     candidates: dict[str, list[tuple[_Path, bool]]] = {}
     for column, indexes in names.items():
         candidates[column] = [(leaves[index], False) for index in indexes]
     for found in objects:
         candidates.setdefault(_column(found[0]), []).append((found, True))
-    for paths in candidates.values():
+    for column in sorted(candidates):
+        paths = candidates[column]
         if len(paths) < 2:
+            if column in names:
+                values_of[column] = typed[names[column][0]]
             continue
         if texts is None:
             texts = _row_texts(chunk)
-        present = np.zeros(rows, np.int32)
+        held = np.zeros(rows, np.int32)  # paths holding a value
+        unsure = np.zeros(rows, np.int32)  # paths that may be there with a null
         for (path, values, parent), is_object in paths:
             maybe = (
                 np.ones(rows, bool)
@@ -407,19 +420,39 @@ def judge(table: pa.Table, lines: np.ndarray, chunk: bytes | pa.Buffer, suppress
                 zero_copy_only=False
             )
             valid = values.is_valid().to_numpy(zero_copy_only=False)
-            present += maybe & nulled & ~valid if is_object else maybe & (nulled | valid)
-        marks.mark(present >= 2, "two key paths of one column")
-
-    # a column of several paths: the one there (rows with more than one went back just above)
-    values_of: dict[str, pa.Array] = {}
-    for column, indexes in names.items():
-        arrays = [typed[index] for index in indexes]
-        if len(arrays) == 1 or len({a.type for a in arrays}) > 1:
-            for other in arrays[:-1]:  # of different types: rows holding another path's value go back
-                marks.mark(other.is_valid(), "two key paths of one column, of different types")
-            values_of[column] = arrays[-1]
-        else:
-            values_of[column] = pc.coalesce(*arrays)
+            unsure += maybe & nulled & ~valid
+            if not is_object:  # (an object there holds its keys' columns, not its own)
+                held += valid
+        marks.mark((held + unsure >= 2) & (unsure > 0), "two key paths of one column, one maybe null")
+        indexes = names.get(column, [])
+        if not indexes:
+            continue
+        # the leaves, the winner first (flatten's rank: the dotted path, then the path)
+        ranked = sorted(
+            indexes, key=lambda index: (".".join(leaves[index][0]), leaves[index][0]), reverse=True
+        )
+        arrays = [typed[index] for index in ranked]
+        contested = held >= 2
+        if len({a.type for a in arrays}) > 1:
+            marks.mark(contested, "two key paths of one column, of different types")
+            others = [a.is_valid().to_numpy(zero_copy_only=False) for a in arrays[1:]]
+            marks.mark(np.any(others, axis=0), "two key paths of one column, of different types")
+            values_of[column] = arrays[0]
+            continue
+        values_of[column] = pc.coalesce(*arrays)
+        if not contested.any():
+            continue
+        taken = np.zeros(rows, bool)  # rows where a higher ranked path holds a value
+        winners: dict[int, str] = {}
+        for index in ranked:
+            valid = typed[index].is_valid().to_numpy(zero_copy_only=False)
+            dotted = ".".join(leaves[index][0])
+            for row in np.flatnonzero(valid & taken & contested).tolist():
+                collisions.setdefault(row, []).append(f"{column}: {winners[row]} won over {dotted}")
+            for row in np.flatnonzero(valid & ~taken & contested).tolist():
+                winners[row] = dotted
+            codes[index][valid & taken] = 0  # a loser's value is not the row's
+            taken |= valid
 
     valid = _validate(top, {key: codes[index] for key, index in top_codes.items()}, rows, marks)
     message_ids = _text(top, "messageId", rows, marks)
@@ -437,7 +470,7 @@ def judge(table: pa.Table, lines: np.ndarray, chunk: bytes | pa.Buffer, suppress
         lines=lines, fallback=marks.fallback, dropped=dropped, message_ids=message_ids,
         received=instants.get("receivedAt", pa.nulls(rows, UTC_MICROS)),
         segment_types=segment_types, segment_ids=segment_ids, shapes=shapes, shape_ids=shape_ids,
-        columns=values_of, reasons=marks.reasons,
+        columns=values_of, reasons=marks.reasons, collisions=collisions,
     )  # fmt: skip
 
 

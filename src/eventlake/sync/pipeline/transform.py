@@ -301,7 +301,7 @@ class _Task:
             [
                 pa.array(np.ones(len(kept), bool)), ids.cast(pa.string()), received, segments, ties,
                 pa.nulls(len(kept), PARSED_ARROW.field("types").type),
-                _no_collisions(len(kept)),
+                _collisions(group, kept),
                 pa.nulls(len(kept), pa.string()), pa.nulls(len(kept), pa.string()), shapes, positions,
             ],
             schema=PARSED_ARROW,
@@ -325,9 +325,13 @@ class _Task:
             )  # fmt: skip
 
 
-def _no_collisions(rows: int) -> pa.Array:
-    """The ``collisions`` of rows the columnar parse judged: none (rows with one go back)."""
-    return pa.ListArray.from_arrays(pa.array(np.zeros(rows + 1, np.int32)), pa.array([], pa.string()))
+def _collisions(group: Group, rows: np.ndarray) -> pa.Array:
+    """The ``collisions`` of the group's ``rows`` (flatten's records, most rows none)."""
+    if not group.collisions:
+        return pa.ListArray.from_arrays(
+            pa.array(np.zeros(len(rows) + 1, np.int32)), pa.array([], pa.string())
+        )
+    return pa.array([group.collisions.get(row, []) for row in rows.tolist()], pa.list_(pa.string()))
 
 
 def _suppressed_batch(group: Group, rows: np.ndarray, base: int) -> pa.RecordBatch:
