@@ -134,6 +134,23 @@ def test_a_busy_source_is_skipped_and_retried_while_the_others_sync(lake: Lake, 
     assert [line.split(",")[:2] for line in lines] == [[f"{busy.slug}: Success", " 1 rows in 1 tables"]]
 
 
+def test_a_compaction_that_finds_a_source_busy_is_tried_again_after_the_next_sync(lake: Lake, spark) -> None:
+    """bench/chaos.py's hour: every compaction found the source held (a replay, a user deletion, a
+    second machine) and waited a whole interval for the next try; none ran. `_compact_once` says
+    the round is not settled while a source was skipped, so the engine tries after its next sync."""
+    from eventlake.catalog import load_catalog
+    from eventlake.scheduler.engine import _compact_once
+    from eventlake.sync.protocol.lock import source_lock
+
+    catalog = load_catalog(lake.settings, spark)
+    lines: list[str] = []
+    source = lake.source
+    storage = lake.settings.lake.storage()
+    with source_lock(storage, lake.settings.lake.root, source.slug, source.id, False, lambda line: None):
+        assert _compact_once(lake.settings, spark, catalog, lambda line: None, lines.append) is False
+    assert _compact_once(lake.settings, spark, catalog, lambda line: None, lines.append) is True
+
+
 def test_each_interval_syncs_the_sources_eventlake_toml_has_then(lake: Lake, spark) -> None:
     """A disabled source's archive waits (said once, `Skipped: disabled`) and is synced whole once it
     is enabled; a source added while the engine runs syncs at the next interval, a removed one no

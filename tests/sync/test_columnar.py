@@ -191,6 +191,20 @@ def test_seeded_random_messages_give_the_same_lake_both_ways(
     assert judged > 0.5, judged
 
 
+@pytest.mark.parametrize("on_columns", [True, False])
+@pytest.mark.parametrize("content", [b"", b"\n", b"\n\r\n  \n", b"\r"])
+def test_an_archive_file_without_a_message_gives_no_row(
+    tmp_path: Path, content: bytes, on_columns: bool
+) -> None:
+    """An empty archive file (the model's import of a day holding none of the source's messages
+    failed a sync with an IndexError) and files of blank lines: no row, no piece, both ways."""
+    path = tmp_path / "empty.gz"
+    path.write_bytes(gzip.compress(content))
+    parsed = _parse([path], tmp_path / "pieces", on_columns, frozenset())
+    assert parsed.num_rows == 0
+    assert not list((tmp_path / "pieces").rglob("*.arrow"))
+
+
 def test_segments_documented_payloads_give_the_same_lake_both_ways(tmp_path: Path) -> None:
     lines = [line(message) for message in documented_messages()]
     assert assert_same_lake(tmp_path, [lines * 3, lines]) > 0.5

@@ -120,6 +120,8 @@ class FileLines:
     @classmethod
     def of(cls, content: bytes) -> FileLines:
         buffer = np.frombuffer(content, np.uint8)
+        if not len(buffer):  # an empty archive file (a day an import found no message of the source in)
+            return cls(content, np.zeros(0, np.int64), np.zeros(0, np.int64))
         breaks = np.flatnonzero(buffer == 10)
         starts = np.concatenate(([0], breaks + 1)).astype(np.int64)
         ends = np.concatenate((breaks, [len(buffer)])).astype(np.int64)
