@@ -744,6 +744,7 @@ def main() -> None:
     if args.skip_spark_floor:
         return
     out = work / "spark-out"
+    event_log.mkdir(parents=True, exist_ok=True)  # the project's [spark.conf] writes Spark's event log there
     script = work / "spark_floor.py"
     script.write_text(SPARK_SCRIPT)
     floor_wall, floor_rss = timed(
