@@ -266,3 +266,17 @@ def test_a_sync_through_spark_and_the_catalog_is_the_same_both_ways(lake, spark,
     assert [(t.table, t.rows, t.partitions, t.collisions) for t in columnar_result.tables] == [
         (t.table, t.rows, t.partitions, t.collisions) for t in per_message_result.tables
     ]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\n", b"a\nb", b"a\r\nb\r\n", b"a\r\r\n\n\nb\n", b"\r", b" \n{}\r", b'\xff\n{"x":1}\n'],
+)
+def test_the_parse_pass_splits_lines_as_the_archive_reader_does(content: bytes) -> None:
+    """One rule for what a line is: the parse pass's `FileLines` gives the non-empty lines
+    `archive_lines` gives (which the user deletion and the sealer read with)."""
+    from eventlake.archive.files import _lines
+    from eventlake.sync.pipeline.columnar import FileLines
+
+    lines = FileLines.of(content)
+    assert [lines.line(n) for n in range(len(lines)) if lines.line(n)] == list(_lines(content))
