@@ -57,6 +57,10 @@ EXECUTOR_ENVIRONMENT = (
 )
 PYSPARK_PYTHON = "spark.pyspark.python"
 DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
+# A command's driver lives for one run (a minute for a million messages), mostly in the metastore's
+# and Spark's framework code: the optimising compiler (C2) compiles that code for the whole run and
+# never pays back (a fifth of a 1,000,000-message sync's CPU; bench/README.md "The driver's JIT").
+ONE_RUN_JIT = "-XX:TieredStopAtLevel=1"
 
 
 def check_java() -> None:
@@ -116,8 +120,12 @@ def spark_conf(
     app_name: str,
     access: MetastoreAccess | None,
     environ: Mapping[str, str] | None = None,
+    *,
+    one_run: bool = False,
 ) -> dict[str, str]:
-    """Every Spark setting of an eventlake session; ``access`` None: no Hive catalog (``glue``).
+    """Every Spark setting of an eventlake session; ``access`` None: no Hive catalog (``glue``);
+    ``one_run``: the session of a command that runs once and exits (its driver compiles with C1
+    only, :data:`ONE_RUN_JIT`), not a service's (``up``, the Thrift server, ``eventlake sql``).
 
     The embedded Derby metastore and the warehouse live in ``[lake] state_dir``, so nothing is
     written into the working directory. On a cluster master, :func:`cluster_conf` adds what the
@@ -137,6 +145,8 @@ def spark_conf(
             ("log4j2.configurationFile", log4j_config()),
         )
     )
+    if one_run:
+        java_options += " " + _java_option(ONE_RUN_JIT)
     conf = {
         "spark.master": settings.spark.master,
         "spark.app.name": app_name,
@@ -192,8 +202,11 @@ def _java_option(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = progress.say) -> SparkSession:
-    """A SparkSession on ``[spark] master`` with the metastore of ``[catalog]``.
+def spark_session(
+    settings: Settings, app_name: str = "eventlake", say: Say = progress.say, *, one_run: bool = False
+) -> SparkSession:
+    """A SparkSession on ``[spark] master`` with the metastore of ``[catalog]`` (``one_run``: see
+    :func:`spark_conf`).
 
     With ``kind = "glue"`` the session has no Hive catalog (Spark here cannot read Glue): the
     sync writes files with it and registers them in Glue through boto3.
@@ -221,7 +234,7 @@ def spark_session(settings: Settings, app_name: str = "eventlake", say: Say = pr
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    conf = spark_conf(settings, app_name, access)
+    conf = spark_conf(settings, app_name, access, one_run=one_run)
     archive = _class_archive(settings, conf)
     builder = SparkSession.builder
     for key, value in conf.items():
@@ -268,7 +281,7 @@ def _environment(**values: str) -> Iterator[None]:
 
 @contextmanager
 def owned_session(
-    settings: Settings, app_name: str, spark: Any = None, say: Say = progress.say
+    settings: Settings, app_name: str, spark: Any = None, say: Say = progress.say, *, one_run: bool = False
 ) -> Iterator[Any]:
     """``spark`` when given (its owner stops it); otherwise a session of its own, built by
     :func:`spark_session` (saying "starting Spark ...") and stopped when the ``with`` block ends.
@@ -279,7 +292,7 @@ def owned_session(
         yield spark
         return
     say("starting Spark ...")
-    session = spark_session(settings, app_name, say)
+    session = spark_session(settings, app_name, say, one_run=one_run)
     try:
         yield session
     finally:

@@ -62,7 +62,7 @@ def run_sync(
         return results
     storage = settings.lake.storage()
     session: Any = (
-        owned_session(settings, "eventlake-sync", spark, say)
+        owned_session(settings, "eventlake-sync", spark, say, one_run=True)
         if stager is None
         else contextlib.nullcontext(spark)
     )
