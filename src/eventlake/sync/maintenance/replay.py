@@ -221,11 +221,9 @@ def run_replay(
         raise UsageError(f"--from {wanted.first} is after --to {wanted.last}")
     storage = settings.lake.storage()
     session: Any = (
-        (
-            owned_session(settings, "eventlake-replay", spark, say, one_run=True)
-            if stager is None
-            else nullcontext(spark)
-        )
+        owned_session(settings, "eventlake-replay", spark, say, one_run=True)
+        if stager is None
+        else nullcontext(spark)
     )
     with session as spark:
         lake_catalog = catalog or load_catalog(settings, spark)
