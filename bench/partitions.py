@@ -9,7 +9,7 @@ fresh temporary project with a real Spark session, four ways, each on its own ta
   issue 10): 100 partitions per ``ALTER TABLE ... ADD IF NOT EXISTS``, no look-up first;
 - catalog: ``HiveCatalog.add_partitions`` as it is now (one listing of the table's partition
   names, then only the missing ones: up to 20 through the external catalog, no statement; more in
-  statements of up to 500);
+  one ``add_partitions_pspec`` request of the metastore client per 500, built from Thrift bytes);
 
 then registers every table's partitions a second time (a rerun after a crash: all exist) with the
 100-per-statement way and with the catalog. The ways take turns table by table, so load from other

@@ -1,5 +1,6 @@
 """The Hive catalog's partition registration on the test session's embedded metastore: requests
-of at most ``PARTITION_BATCH`` partitions, none for partitions the table already has."""
+of at most ``PARTITION_BATCH`` partitions, none for partitions the table already has, the same
+partitions through the metastore client as through Spark's statement."""
 
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ _numbers = itertools.count(1)
 
 
 class Statements:
-    """The metastore requests of a catalog: ``(way, partitions)`` for each ALTER TABLE statement
-    (``"sql"``) and each external catalog call (``"api"``)."""
+    """The metastore requests of a catalog: ``(way, partitions)`` for each request of new
+    partitions to the metastore client (``"client"``), each ALTER TABLE statement (``"sql"``) and
+    each external catalog call (``"api"``)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.adds: list[tuple[str, int]] = []
-        for way, method in (("sql", "_add_statement"), ("api", "_create_partitions")):
+        ways = (("client", "_add_new"), ("sql", "_add_statement"), ("api", "_create_partitions"))
+        for way, method in ways:
             monkeypatch.setattr(HiveCatalog, method, self._counted(way, getattr(HiveCatalog, method)))
 
     def _counted(self, way: str, add: Any) -> Any:
@@ -69,9 +72,9 @@ def test_partitions_are_added_in_requests_of_at_most_a_batch(
 ) -> None:
     spec = table(tmp_path)
     hive.ensure_table(spec)
-    partitions = hours(1) + hours(2) + hours(3)[:2]  # 50: 7 statements of 7 and one of 1
+    partitions = hours(1) + hours(2) + hours(3)[:2]  # 50: 7 requests of 7 and one of 1
     hive.add_partitions(spec, partitions)
-    assert statements.adds == [("sql", 7)] * 7 + [("sql", 1)]
+    assert statements.adds == [("client", 7)] * 7 + [("client", 1)]
     assert hive.partitions(spec.database, spec.name) == partitions
 
 
@@ -112,6 +115,83 @@ def test_partition_values_that_need_escaping(
     hive.add_partitions(spec, partitions[:1])
     assert statements.adds == [("api", 3)]  # a few: no statement to parse
     assert hive.partitions(spec.database, spec.name) == sorted(partitions)
+
+
+def described(spark: Any, spec: TableSpec) -> list[tuple[Any, ...]]:
+    """Each partition of the table as Spark's external catalog reads it back from the metastore:
+    values, location, storage format, SerDe and its properties, parameters but the creation time."""
+    external = spark._jsparkSession.sharedState().externalCatalog()
+    none = spark.sparkContext._jvm.scala.Option.empty()
+    found = []
+    listed = external.listPartitions(spec.database, spec.name, none).iterator()
+    while listed.hasNext():
+        partition = listed.next()
+        storage = partition.storage()
+        java_map = spark.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+            partition.parameters()
+        )
+        parameters = {k: v for k, v in dict(java_map).items() if k != "transient_lastDdlTime"}
+        found.append(
+            (
+                tuple(partition.spec().apply(key) for key in spec.partition_keys),
+                storage.locationUri().get().toString(),
+                storage.inputFormat().get(),
+                storage.outputFormat().get(),
+                storage.serde().get(),
+                storage.properties().toString(),
+                sorted(parameters.items()),
+            )
+        )
+    return sorted(found)
+
+
+@pytest.mark.spark
+def test_the_metastore_client_registers_what_spark_s_statement_registers(
+    spark: Any, hive: HiveCatalog, statements: Statements, tmp_path: Path
+) -> None:
+    """Differential: the same partitions (values to escape, locations with a space and non-ASCII
+    letters, a JSON table's path template) through one ``add_partitions_pspec`` request and
+    through ``ALTER TABLE ... ADD PARTITION``: the metastore holds the same partitions."""
+    partitions = [("src:1=a/b%", "2026-11-22"), ("src 2", "2026-11-22"), ("ü,é", "2026-11-23")]
+    specs = []
+    for way in ("client", "sql"):
+        spec = TableSpec(
+            f"hive_{next(_numbers)}",
+            "sync_reports",
+            (("status", "string"), ("rows", "bigint")),
+            ("source_id", "day"),
+            str(tmp_path / way / "reports dir ü"),
+            format="json",
+            partition_path="day={day}/source={source_id}",
+        )
+        hive.ensure_table(spec)
+        (hive._add_new if way == "client" else hive._add_statement)(spec, partitions)
+        specs.append(spec)
+    client, statement = (described(spark, spec) for spec in specs)
+    assert [row[0] for row in client] == sorted(partitions)
+    assert client == [  # the tables' own folders apart
+        tuple(field.replace("/sql/", "/client/") if isinstance(field, str) else field for field in row)
+        for row in statement
+    ]
+    assert statements.adds == [("client", 3), ("sql", 3)]  # no fallback to the statement
+    parquet = table(tmp_path)
+    hive.ensure_table(parquet)
+    hive._add_new(parquet, hours(1)[:2])
+    assert [row[:2] for row in described(spark, parquet)] == [
+        (values, f"file:{parquet.partition_location(values)}") for values in hours(1)[:2]
+    ]
+
+
+@pytest.mark.spark
+def test_a_partition_another_writer_added_since_the_listing_leaves_the_others_to_the_statement(
+    spark: Any, hive: HiveCatalog, statements: Statements, tmp_path: Path
+) -> None:
+    spec = table(tmp_path)
+    hive.ensure_table(spec)
+    HiveCatalog(spark).add_partitions(spec, hours(1)[3:4])  # another writer, after the listing
+    hive._add_new(spec, hours(1)[:6])
+    assert statements.adds == [("api", 1), ("client", 6), ("sql", 6)]  # refused whole, then IF NOT EXISTS
+    assert hive.partitions(spec.database, spec.name) == hours(1)[:6]
 
 
 @pytest.mark.spark
