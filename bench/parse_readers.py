@@ -59,10 +59,11 @@ sys.path.insert(0, str(ROOT))
 from tests.sync.columnar_corpus import edge_lines, fuzz_lines, typed_lines  # noqa: E402
 
 import sync as generator  # noqa: E402  (bench/sync.py: the archive generator)
+from eventlake.archive import FileLines  # noqa: E402
 from eventlake.schema import evolve  # noqa: E402
 from eventlake.storage.local import LocalStorage  # noqa: E402
 from eventlake.sync.pipeline import columnar, pieces, transform, write  # noqa: E402
-from eventlake.sync.pipeline.columnar import FileLines, Group  # noqa: E402
+from eventlake.sync.pipeline.columnar import Group  # noqa: E402
 
 STORAGE = LocalStorage()
 NO_POSITIONS = pa.array([], pa.int64())

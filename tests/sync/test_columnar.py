@@ -273,10 +273,16 @@ def test_a_sync_through_spark_and_the_catalog_is_the_same_both_ways(lake, spark,
     [b"", b"\n", b"a\nb", b"a\r\nb\r\n", b"a\r\r\n\n\nb\n", b"\r", b" \n{}\r", b'\xff\n{"x":1}\n'],
 )
 def test_the_parse_pass_splits_lines_as_the_archive_reader_does(content: bytes) -> None:
-    """One rule for what a line is: the parse pass's `FileLines` gives the non-empty lines
-    `archive_lines` gives (which the user deletion and the sealer read with)."""
-    from eventlake.archive.files import _lines
-    from eventlake.sync.pipeline.columnar import FileLines
+    """One rule for what a line is (:class:`eventlake.archive.FileLines`): the parse pass numbers
+    every line, blank ones included; `archive_lines` (the user deletion, the sealer) gives the
+    non-blank ones; both are the lines a split at ``\\n`` gives with their trailing ``\\r`` and
+    ``\\n`` removed, as the reader before `FileLines` split them."""
+    import gzip
+    import io
 
+    from eventlake.archive import FileLines, archive_lines
+
+    expected = [line.rstrip(b"\r\n") for line in io.BytesIO(content)]
     lines = FileLines.of(content)
-    assert [lines.line(n) for n in range(len(lines)) if lines.line(n)] == list(_lines(content))
+    assert [lines.line(n) for n in range(len(lines))] == expected
+    assert list(archive_lines(gzip.compress(content))) == [line for line in expected if line]

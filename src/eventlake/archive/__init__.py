@@ -17,6 +17,7 @@ from eventlake.archive.errors import (
 )
 from eventlake.archive.files import (
     ArchiveFile,
+    FileLines,
     archive_content,
     archive_lines,
     list_archive_files,
@@ -29,6 +30,7 @@ __all__ = [
     "ArchiveFile",
     "ArchiveUploadError",
     "DamagedArchiveFileError",
+    "FileLines",
     "Spool",
     "SpoolBusyError",
     "SpoolClosedError",

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import gzip
-import io
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+import numpy as np
 
 from eventlake import layout
 from eventlake.archive.errors import DamagedArchiveFileError
@@ -64,8 +65,53 @@ def archive_content(data: bytes, path: Location | str | None = None) -> bytes:
         raise DamagedArchiveFileError(path, str(exc) or type(exc).__name__) from None
 
 
+@dataclass
+class FileLines:
+    """A decompressed archive file's lines: ``starts`` and ``ends`` (exclusive, line end and any
+    ``\\r`` before it excluded) of every ``\\n``-separated line, blank ones included (their number
+    is their position in the file)."""
+
+    content: bytes
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @classmethod
+    def of(cls, content: bytes) -> FileLines:
+        buffer = np.frombuffer(content, np.uint8)
+        if not len(buffer):  # an empty archive file (a day an import found no message of the source in)
+            return cls(content, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        breaks = np.flatnonzero(buffer == 10)
+        starts = np.concatenate(([0], breaks + 1)).astype(np.int64)
+        ends = np.concatenate((breaks, [len(buffer)])).astype(np.int64)
+        if len(content) and content[-1:] == b"\n":  # no line after the last line end
+            starts, ends = starts[:-1], ends[:-1]
+        while True:  # line.rstrip(b"\r\n") after a split at \n: any run of \r
+            carriage = (ends > starts) & (buffer[np.maximum(ends - 1, 0)] == 13)
+            if not carriage.any():
+                break
+            ends = ends - carriage
+        return cls(content, starts, ends)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def line(self, number: int) -> bytes:
+        return self.content[self.starts[number] : self.ends[number]]
+
+    def objects(self) -> np.ndarray:
+        """The numbers of the lines that start with ``{`` and end with ``}``: what the reader may read."""
+        buffer = np.frombuffer(self.content, np.uint8)
+        filled = self.ends > self.starts
+        numbers = np.flatnonzero(filled)
+        opens = buffer[self.starts[numbers]] == ord("{")
+        closes = buffer[self.ends[numbers] - 1] == ord("}")
+        found: np.ndarray = numbers[opens & closes]
+        return found
+
+
 def _lines(content: bytes) -> Iterator[bytes]:
-    for line in io.BytesIO(content):
-        line = line.rstrip(b"\r\n")
-        if line:
-            yield line
+    """The non-blank lines of decompressed archive content (:class:`FileLines`)."""
+    lines = FileLines.of(content)
+    for start, end in zip(lines.starts.tolist(), lines.ends.tolist(), strict=True):
+        if end > start:
+            yield content[start:end]

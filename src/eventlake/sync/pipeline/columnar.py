@@ -9,8 +9,8 @@ requires the same lake.
 
 How a file is read (see bench/README.md, "Columnar readers for the parse pass", for the measurements):
 
-1. The lines (``\\n``-separated, trailing ``\\r`` removed, as :func:`eventlake.archive.archive_lines`
-   gives them) that start with ``{`` and end with ``}`` are routed by a regex over their text for
+1. The lines (:class:`eventlake.archive.FileLines`: what a line of an archive file is, for every
+   reader) that start with ``{`` and end with ``}`` are routed by a regex over their text for
    ``"type"`` and ``"event"`` (only a hint: the judgement reads both from the parsed columns), so
    each group is one table's messages: a narrow schema (pyarrow's reader appends a null to every
    absent field of a wide struct; the whole file at once is three times slower).
@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from eventlake.archive import FileLines
 from eventlake.message_types import MESSAGE_TYPES
 from eventlake.schema import BIGINT, BOOLEAN, DECIMAL, STRING, TIMESTAMP, segment_type
 from eventlake.schema.flatten import DROPPED_KEYS, INTERNAL_PREFIX
@@ -105,50 +106,6 @@ class Group:
     def judged(self) -> np.ndarray:
         """Rows this group decided: valid messages (kept or ``dropped``)."""
         return ~self.fallback
-
-
-@dataclass
-class FileLines:
-    """A decompressed archive file's lines: ``starts`` and ``ends`` (exclusive, line end and any
-    ``\\r`` before it excluded) of every ``\\n``-separated line, blank ones included (their number
-    is their position in the file)."""
-
-    content: bytes
-    starts: np.ndarray
-    ends: np.ndarray
-
-    @classmethod
-    def of(cls, content: bytes) -> FileLines:
-        buffer = np.frombuffer(content, np.uint8)
-        if not len(buffer):  # an empty archive file (a day an import found no message of the source in)
-            return cls(content, np.zeros(0, np.int64), np.zeros(0, np.int64))
-        breaks = np.flatnonzero(buffer == 10)
-        starts = np.concatenate(([0], breaks + 1)).astype(np.int64)
-        ends = np.concatenate((breaks, [len(buffer)])).astype(np.int64)
-        if len(content) and content[-1:] == b"\n":  # no line after the last line end
-            starts, ends = starts[:-1], ends[:-1]
-        while True:  # line.rstrip(b"\r\n") after a split at \n: any run of \r
-            carriage = (ends > starts) & (buffer[np.maximum(ends - 1, 0)] == 13)
-            if not carriage.any():
-                break
-            ends = ends - carriage
-        return cls(content, starts, ends)
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def line(self, number: int) -> bytes:
-        return self.content[self.starts[number] : self.ends[number]]
-
-    def objects(self) -> np.ndarray:
-        """The numbers of the lines that start with ``{`` and end with ``}``: what the reader may read."""
-        buffer = np.frombuffer(self.content, np.uint8)
-        filled = self.ends > self.starts
-        numbers = np.flatnonzero(filled)
-        opens = buffer[self.starts[numbers]] == ord("{")
-        closes = buffer[self.ends[numbers] - 1] == ord("}")
-        found: np.ndarray = numbers[opens & closes]
-        return found
 
 
 def judge_file(lines: FileLines, suppressed: frozenset[str] = frozenset()) -> tuple[list[Group], np.ndarray]:

@@ -23,14 +23,14 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eventlake.archive import DamagedArchiveFileError, archive_content
+from eventlake.archive import DamagedArchiveFileError, FileLines, archive_content
 from eventlake.archive.suppression import is_suppressed
 from eventlake.schema import flatten, segment_type, value_type
 from eventlake.schema.naming import PARTITION_NAMES, SHADOWED_PREFIX
 from eventlake.spec import validate
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.prefetch import prefetched
-from eventlake.sync.pipeline.columnar import FileLines, Group, judge_file
+from eventlake.sync.pipeline.columnar import Group, judge_file
 from eventlake.sync.pipeline.pieces import Pieces, position_base
 from eventlake.timestamps import parse_timestamp
 
