@@ -122,6 +122,7 @@ class HiveCatalog(Catalog):
         # tables' storage descriptors and formats (JVM objects), and the JVM classes used with them
         self._storage: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._jvm_refs: dict[str, Any] = {}
+        self._client: Any = None  # the metastore client of partition requests (_metastore_client)
 
     def ensure_table(self, spec: TableSpec) -> tuple[Column, ...]:
         """As :meth:`Catalog.ensure_table`; a table this catalog already saw with every one of
@@ -333,12 +334,11 @@ class HiveCatalog(Catalog):
             return
         jvm = self._gateway()
         api = jvm.org.apache.hadoop.hive.metastore.api
-        hive = self._jvm()["external"].unwrapped().client().clientLoader().cachedHive()
+        client = self._metastore_client()
         try:
-            client = hive.getMSC()  # the metastore client of Spark's Hive client, used on this thread
             table = client.getTable(spec.database, spec.name)
-        except (AttributeError, Py4JJavaError):  # no Hive client yet, no such table: the statement
-            self._add_statement(spec, partitions)  # (and its error, as Spark words it)
+        except Py4JJavaError:  # no such table: the statement says why, as Spark words it
+            self._add_statement(spec, partitions)
             return
         located = [(values, _qualified(hadoop_uri(spec.partition_location(values)))) for values in partitions]
         shared = api.PartitionSpecWithSharedSD()
@@ -361,6 +361,17 @@ class HiveCatalog(Catalog):
             if "AlreadyExistsException" not in exc.java_exception.getClass().getName():
                 raise
             self._add_statement(spec, partitions)  # a writer added some since the listing
+
+    def _metastore_client(self) -> Any:
+        """A metastore client of this catalog's own, made on first use (with reconnection, as
+        Spark's). Not the session's: Spark's threads share that one under Spark's lock (in ``up``
+        the Thrift server's queries too), and a request sent on it from here could interleave with
+        theirs on one connection."""
+        if self._client is None:
+            conf = self._jvm()["external"].unwrapped().client().conf()
+            retrying = self._gateway().org.apache.hadoop.hive.metastore.RetryingMetaStoreClient
+            self._client = retrying.getProxy(conf, True)
+        return self._client
 
     def _add_statement(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """One ``ALTER TABLE ... ADD IF NOT EXISTS`` statement for ``partitions``."""
