@@ -32,6 +32,7 @@ from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.prefetch import prefetched
 from eventlake.sync.pipeline.columnar import Group, judge_file
 from eventlake.sync.pipeline.pieces import Pieces, position_base
+from eventlake.sync.pipeline.worker_memory import memory_returned
 from eventlake.timestamps import parse_timestamp
 
 OTHER_ROWS = 1 << 32  # a task's lines are numbered below, its shapes and damaged files from here (see _Task)
@@ -170,6 +171,18 @@ def damaged_row(location: str, problem: str) -> tuple[Any, ...]:
 
 
 def parse_files(
+    batches: Iterable[pa.RecordBatch], *, storage: Storage, pieces: Location,
+    suppressed: frozenset[str] = frozenset(), columnar: bool = True,
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    """:func:`parse_task`, and the worker's memory returned to the system after it (an idle
+    worker otherwise holds its largest heap: :mod:`.worker_memory`)."""
+    with memory_returned():
+        yield from parse_task(
+            batches, storage=storage, pieces=pieces, suppressed=suppressed, columnar=columnar
+        )
+
+
+def parse_task(
     batches: Iterable[pa.RecordBatch], *, storage: Storage, pieces: Location,
     suppressed: frozenset[str] = frozenset(), columnar: bool = True,
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip

@@ -13,6 +13,7 @@ per file, which the driver collects.
 from __future__ import annotations
 
 import functools
+import pickle
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -31,6 +32,7 @@ from eventlake.sync.pipeline.columnar import DATE_TIME as _DATE_TIME
 from eventlake.sync.pipeline.pieces import pieces_by_type, read_all_pieces
 from eventlake.sync.pipeline.quarantine import TABLE_LIMIT_REASON, message_row, rows_table, value_row
 from eventlake.sync.pipeline.transform import dumps, loads, parse_line
+from eventlake.sync.pipeline.worker_memory import memory_returned
 from eventlake.sync.protocol.stage import DEDUPE, MESSAGES, TABLE, VALUES, RunStage, StagedFile
 
 _HOUR_US = 3_600_000_000
@@ -40,6 +42,7 @@ BATCH_ROWS = 10_000  # rows whose payloads a write task holds as Python objects 
 # the Python type whose values a column of each type takes unchanged (bool is not an int here: type())
 _SAME: dict[str, type] = {STRING: str, BIGINT: int, BOOLEAN: bool, DOUBLE: float}
 _EXACT_FLOAT = 1e9  # floats below this, with at most six decimals, go to decimal through Arrow
+_STAGED = pa.schema([("staged", pa.binary())])  # a write task's staged files, pickled
 
 
 def cast_column(
@@ -265,11 +268,27 @@ def write_tables(
     if not tasks:
         return []
     write = functools.partial(
-        write_segment_types, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
+        write_tasks, schemas=schemas, blocked=frozenset(blocked), window=window, stage=stage,
         drop=drop, storage=storage, date_partition=date_partition,
     )  # fmt: skip
-    staged: list[StagedFile] = spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(write).collect()
-    return staged
+    # a frame of the tasks, one a partition, through mapInArrow as the parse pass: its tasks run
+    # in the parse pass's Python workers, not in a second set beside them (an RDD's workers are
+    # another pool: two more processes holding 0.4 GiB through the write pass)
+    frame = spark.createDataFrame(
+        spark.sparkContext.parallelize([(pickle.dumps(task),) for task in tasks], len(tasks)), "task binary"
+    )
+    return [
+        file for row in frame.mapInArrow(write, "staged binary").collect() for file in pickle.loads(row[0])
+    ]
+
+
+def write_tasks(batches: Iterator[pa.RecordBatch], **options: Any) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` over the frame of :func:`write_tables`: each task's units (pickled) through
+    :func:`write_segment_types`, its staged files back (pickled), a row a task."""
+    for batch in batches:
+        for task in batch.column(0).to_pylist():
+            files = write_segment_types(pickle.loads(task), **options)
+            yield pa.RecordBatch.from_pydict({"staged": [pickle.dumps(files)]}, schema=_STAGED)
 
 
 def write_units(
@@ -300,7 +319,15 @@ def write_segment_types(
     units: Sequence[tuple[int, str, Sequence[str]]], *, stage: RunStage, storage: Storage, **options: Any
 ) -> list[StagedFile]:
     """One write task: :func:`write_segment_type` for each of its segment types, then the task's
-    slice of the dedupe index (the ids and received times of the rows its tables got), one file."""
+    slice of the dedupe index (the ids and received times of the rows its tables got), one file;
+    then the worker's memory returned to the system (:mod:`.worker_memory`)."""
+    with memory_returned():
+        return _write_task(units, stage=stage, storage=storage, **options)
+
+
+def _write_task(
+    units: Sequence[tuple[int, str, Sequence[str]]], *, stage: RunStage, storage: Storage, **options: Any
+) -> list[StagedFile]:
     files: list[StagedFile] = []
     index: list[pa.Table] = []
     for unit in units:
