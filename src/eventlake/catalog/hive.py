@@ -72,7 +72,7 @@ def _shared_prefix(keys: Sequence[str], partitions: Sequence[tuple[str, ...]]) -
 
 
 # Thrift's binary protocol: the type codes and a field's header (type, field id)
-_STOP, _I32, _STRING, _STRUCT, _MAP, _LIST = 0, 8, 11, 12, 13, 15
+_STOP, _STRING, _STRUCT, _MAP, _LIST = 0, 11, 12, 13, 15
 
 
 def _field(kind: int, field_id: int) -> bytes:
