@@ -16,13 +16,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from eventlake import layout
 from eventlake.schema import evolve
 from eventlake.storage import LocalStorage
-from eventlake.sync.pipeline import columnar
-from eventlake.sync.pipeline.pieces import pieces_by_type
+from eventlake.sync.pipeline import columnar, write
+from eventlake.sync.pipeline.pieces import pieces_by_type, read_all_pieces
 from eventlake.sync.pipeline.transform import PARSED_ARROW, parse_files
-from eventlake.sync.pipeline.write import write_segment_types, write_units
-from eventlake.sync.protocol.stage import DEDUPE, RunStage
+from eventlake.sync.pipeline.write import cast_json_pieces, cast_typed_piece, write_segment_types, write_units
+from eventlake.sync.protocol.stage import DEDUPE, TABLE, VALUES, RunStage
 
 from .columnar_corpus import documented_messages, edge_lines, fuzz_lines, line, typed_lines
 
@@ -89,10 +90,8 @@ def _dedupe(parsed: pa.Table) -> list[int]:
     return sorted(r[3] for i, r in enumerate(order) if i and order[i - 1][0] == r[0])
 
 
-def _written(parsed: pa.Table, pieces: Path, stage_root: Path, blocked: frozenset[str]) -> dict[str, Any]:
-    """The write pass over the run's pieces: every staged file's rows (dedupe index files aside: the
-    tasks they come from depend on the pieces' sizes; their rows are the tables' rows)."""
-    drop = _dedupe(parsed)
+def _schemas(parsed: pa.Table, drop: list[int], blocked: frozenset[str]) -> dict[str, Any]:
+    """Each segment type's columns, as the plan types them from the shapes of the rows kept."""
     valid = parsed.filter(pc.fill_null(parsed["ok"], False))
     kept = valid.filter(pc.invert(pc.is_in(valid["position"], pa.array(drop, pa.int64()))))
     others = parsed.filter(pc.is_null(parsed["ok"]))
@@ -101,11 +100,18 @@ def _written(parsed: pa.Table, pieces: Path, stage_root: Path, blocked: frozense
     for segment_type, shape in zip(kept["segment_type"].to_pylist(), kept["shape"].to_pylist(), strict=True):
         for column, kind in dict(shapes[shape]).items():
             observed.setdefault(segment_type, {}).setdefault(column, set()).add(kind)
-    schemas = {
+    return {
         segment_type: evolve(None, columns, sorted(columns)).columns
         for segment_type, columns in observed.items()
         if segment_type not in blocked
     }
+
+
+def _written(parsed: pa.Table, pieces: Path, stage_root: Path, blocked: frozenset[str]) -> dict[str, Any]:
+    """The write pass over the run's pieces: every staged file's rows (dedupe index files aside: the
+    tasks they come from depend on the pieces' sizes; their rows are the tables' rows)."""
+    drop = _dedupe(parsed)
+    schemas = _schemas(parsed, drop, blocked)
     storage = LocalStorage()
     stage = RunStage(stage_root, "src1", "src1", "20261101T000000000Z-abcd", ("day", "hr"))
     staged = []
@@ -286,3 +292,105 @@ def test_the_parse_pass_splits_lines_as_the_archive_reader_does(content: bytes) 
     lines = FileLines.of(content)
     assert [lines.line(n) for n in range(len(lines))] == expected
     assert list(archive_lines(gzip.compress(content))) == [line for line in expected if line]
+
+
+def _whole_type_write(
+    paths: list[str], columns: Any, drop: pa.Array, window: Any, date_partition: str
+) -> tuple[dict[tuple[str, ...], list[dict[str, Any]]], list[tuple[Any, ...]], list[str]]:
+    """The write pass of a segment type as it was before it went by chunks (3f06a08): every kept
+    row cast at once, ordered by (hour received, position), each partition a slice of that; the
+    partitions' rows, the values that did not fit (message id, column, raw value, reason) and the
+    ids, in order. The reference the chunked write is held to."""
+    table, typed = read_all_pieces(LocalStorage(), paths, drop, window)
+    parts = [(table, *cast_json_pieces(table, columns))] if table.num_rows else []
+    parts += [(piece, *cast_typed_piece(piece, columns)) for piece in typed if piece.num_rows]
+    rows = []  # (hour, position, values, [(column, raw, reason)], message id)
+    for piece, values, bad in parts:
+        rejected: dict[int, list[tuple[str, str, str]]] = {}
+        for row, column, _, raw, reason in bad:
+            rejected.setdefault(row, []).append((column, raw, reason))
+        for row, (position, message_id, received, value) in enumerate(
+            zip(piece["position"].to_pylist(), piece["message_id"].to_pylist(),
+                piece["received_at"].to_pylist(), values.to_pylist(), strict=True)
+        ):  # fmt: skip
+            hour = int(received.timestamp() // 3600)
+            rows.append((hour, position, received, value, rejected.get(row, []), message_id))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    partitions: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for _, _, received, value, _, _ in rows:
+        partitions.setdefault(layout.received_partition(date_partition, received), []).append(value)
+    quarantined = [(r[5], column, raw, reason) for r in rows for column, raw, reason in r[4]]
+    return partitions, quarantined, [r[5] for r in rows]
+
+
+@pytest.mark.parametrize(
+    ("chunk_rows", "date_partition", "replay"),
+    [
+        (1, "day-hour", False),
+        (7, "day", False),
+        (7, "day-hour", True),
+        (65_536, "year-month-day-hour", False),
+    ],
+)
+def test_the_write_pass_by_chunks_writes_what_the_whole_type_write_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_rows: int, date_partition: str, replay: bool
+) -> None:
+    """The write pass takes a segment type's rows from its pieces a chunk at a time (the pieces'
+    order across files, JSON and typed pieces interleaved, rows dropped by the dedupe or a replay's
+    window, values that do not fit): the same partitions, rows in the same order, the same values,
+    quarantine rows and ids as the whole-type write it replaced."""
+    bench_inputs.generate(tmp_path / "project", "src1", 1500, files=3, seed=13, kind="analytics")
+    chunks = [
+        gzip.decompress(p.read_bytes()).splitlines() for p in sorted((tmp_path / "project").rglob("*.gz"))
+    ]
+    chunks += [edge_lines() + fuzz_lines(600, seed=4), typed_lines(600, seed=5) + fuzz_lines(300, seed=6)]
+    files = _archives(tmp_path / "archive", chunks)
+    pieces = tmp_path / "pieces"
+    parsed = _parse(files, pieces, True, frozenset())
+    valid = parsed.filter(pc.fill_null(parsed["ok"], False))
+    positions = valid["position"].to_pylist()
+    drop = pa.array(sorted({*_dedupe(parsed), *positions[::13]}), pa.int64())  # and more than the dedupe's
+    received = sorted(valid["received_at"].to_pylist())
+    window = (received[len(received) // 4], received[3 * len(received) // 4]) if replay else None
+    schemas = {  # every third column of a type older than its values: some do not fit (quarantine)
+        segment_type: tuple(
+            (
+                name,
+                {"string": "timestamp", "bigint": "boolean", "double": "bigint"}.get(kind, kind)
+                if i % 3
+                else kind,
+            )
+            for i, (name, kind) in enumerate(columns)
+        )
+        for segment_type, columns in _schemas(parsed, [], frozenset()).items()
+    }
+    monkeypatch.setattr(write, "CHUNK_ROWS", chunk_rows)
+    stage = RunStage(
+        tmp_path / "stage",
+        "src1",
+        "src1",
+        "20261101T000000000Z-abcd",
+        layout.partition_columns(date_partition),
+    )
+    found = pieces_by_type(LocalStorage(), pieces)
+    quarantined_somewhere = False
+    for number, (segment_type, (_, paths)) in enumerate(sorted(found.items())):
+        columns = schemas[segment_type]
+        staged, ids = write.write_segment_type(
+            (number, segment_type, paths), schemas=schemas, blocked=(), drop=drop, window=window,
+            stage=stage, storage=LocalStorage(), date_partition=date_partition,
+        )  # fmt: skip
+        partitions, quarantined, expected_ids = _whole_type_write(
+            paths, columns, drop, window, date_partition
+        )
+        written = {f.partition: pq.read_table(stage.staged(f)).to_pylist() for f in staged if f.kind == TABLE}
+        assert written == partitions, segment_type
+        assert [f.rows for f in staged if f.kind == TABLE] == [len(rows) for rows in partitions.values()]
+        bad = [pq.read_table(stage.staged(f)).to_pylist() for f in staged if f.kind == VALUES]
+        assert [
+            (q["message_id"], q["column_name"], q["raw_value"], q["reason"]) for q in sum(bad, [])
+        ] == quarantined
+        assert (ids["message_id"].to_pylist() if ids is not None else []) == expected_ids
+        quarantined_somewhere |= bool(quarantined)
+    assert quarantined_somewhere, "no value failed its column: the quarantine was not compared"
+    assert len(found) > 10

@@ -252,40 +252,34 @@ def test_cast_rows_gives_what_cast_value_gives_value_by_value() -> None:
                 assert (table.to_pylist(), rejected) == _cast_by_value(rows, [("c", kind)]), (kind, edge)
 
 
-def test_write_partitions_writes_one_file_per_table_partition(tmp_path) -> None:
+def test_a_segment_type_is_written_one_file_per_table_partition_in_received_order(tmp_path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from eventlake.sync.pipeline.write import cast_json_pieces, in_received_order, write_partitions
+    from eventlake.sync.pipeline.write import write_segment_type
 
     columns = (("message_id", "string"), ("traits_age", "bigint"))
     ten = parse_timestamp("2026-11-22T10:00:00Z")
     pieces = pa.table(
         {
-            "position": pa.array([7, 1, 3], pa.int64()),
-            "message_id": ["m3", "m1", "m2"],
-            "received_at": pa.array([ten.replace(hour=11), ten, ten], pa.timestamp("us", tz="UTC")),
+            "position": pa.array([7, 1, 3, 5], pa.int64()),
+            "message_id": ["m3", "m1", "m2", "m4"],
+            "received_at": pa.array([ten.replace(hour=11), ten, ten, ten], pa.timestamp("us", tz="UTC")),
             "payload": ['{"message_id": "m3"}', '{"message_id": "m1", "traits_age": 3}',
-                        '{"message_id": "m2", "traits_age": "old"}'],
+                        '{"message_id": "m2", "traits_age": "old"}', '{"message_id": "m4"}'],
         }
     )  # fmt: skip
-    values, rejected = cast_json_pieces(pieces, columns)
+    piece = tmp_path / "pieces" / "identify" / "00000-000.arrow"
+    piece.parent.mkdir(parents=True)
+    with pa.ipc.new_file(str(piece), pieces.schema) as writer:
+        writer.write_table(pieces)
     stage = RunStage(tmp_path, "src1", "src1", "r1", ("day", "hr"))
-    rows, values, rejected = in_received_order(
-        pieces.select(["position", "message_id", "received_at"]), values, rejected
-    )
-    records = list(
-        write_partitions(
-            0,
-            "identify",
-            rows,
-            values,
-            rejected,
-            date_partition="day-hour",
-            stage=stage,
-            storage=LocalStorage(),
-        )
-    )
+    records, ids = write_segment_type(
+        (0, "identify", [str(piece)]), schemas={"identify": columns}, blocked=(),
+        drop=pa.array([5], pa.int64()), window=None, stage=stage, storage=LocalStorage(),
+        date_partition="day-hour",
+    )  # fmt: skip
+    assert ids is not None and ids["message_id"].to_pylist() == ["m1", "m2", "m3"]  # m4: dropped
     name = "part-r1-00000.parquet"
     assert records == [
         StagedFile(TABLE, name, 2, "identify", ("2026-11-22", "10")),

@@ -18,7 +18,7 @@ quarantine rows are that line's message).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -168,15 +168,23 @@ def read_all_pieces(
     table, and each typed piece's (with its ``archive`` metadata)."""
     tables: list[pa.Table] = []
     typed: list[pa.Table] = []
-    for location in locations:
-        table = pa.ipc.open_file(pa.py_buffer(storage.read(to_location(location)))).read_all()
-        keep = _keep(table, drop, window)
+    for table in read_piece_files(storage, locations):
+        keep = kept(table, drop, window)
         table = table if keep is None else table.filter(keep)
         (typed if "values" in table.schema.names else tables).append(table)
     return (pa.concat_tables(tables) if tables else PIECE_SCHEMA.empty_table()), typed
 
 
-def _keep(table: pa.Table, drop: pa.Array, window: tuple[datetime, datetime] | None) -> Any:
+def read_piece_files(storage: Storage, locations: Sequence[str]) -> Iterator[pa.Table]:
+    """Each piece as it was written, its rows in one chunk (the dedupe's rows too: see :func:`kept`),
+    one at a time."""
+    for location in locations:
+        yield pa.ipc.open_file(pa.py_buffer(storage.read(to_location(location)))).read_all().combine_chunks()
+
+
+def kept(table: pa.Table, drop: pa.Array, window: tuple[datetime, datetime] | None) -> Any:
+    """Which rows of a piece the write pass keeps, as a boolean mask (None: all of them): not
+    those whose position is in ``drop`` nor, for a replay, those received outside ``window``."""
     conditions = []
     if len(drop):
         conditions.append(pc.invert(pc.is_in(table["position"], value_set=drop)))

@@ -11,21 +11,36 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import os
 from collections.abc import Iterator
 
 import pyarrow as pa
 
+RETURN_ABOVE = 256 * 2**20  # a worker's resident memory past which a task's end returns what it can
+
 
 @contextlib.contextmanager
-def memory_returned() -> Iterator[None]:
-    """The block's garbage collected and freed memory returned to the system at its end (also on
-    an error or when a generator holding it is closed)."""
+def memory_returned(above: int = RETURN_ABOVE) -> Iterator[None]:
+    """At the block's end (also on an error or when a generator holding it is closed), when the
+    process holds more than ``above`` bytes: its garbage collected and its freed memory returned
+    to the system."""
     try:
         yield
     finally:
-        gc.collect()
-        pa.default_memory_pool().release_unused()
-        _trim_c_heap()
+        if resident_bytes() > above:
+            gc.collect()
+            pa.default_memory_pool().release_unused()
+            _trim_c_heap()
+
+
+def resident_bytes() -> int:
+    """The process's resident memory (Linux's ``/proc/self/statm``; elsewhere unknown: a
+    number larger than any threshold)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 1 << 62
 
 
 def _trim_c_heap() -> None:

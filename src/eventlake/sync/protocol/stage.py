@@ -6,8 +6,10 @@ a destination from a path.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import Enum
@@ -146,6 +148,18 @@ class RunStage:
 
         with storage.open_write(self.staged(file)) as handle:
             pq.write_table(table, handle, compression="snappy")
+
+    @contextlib.contextmanager
+    def parquet_writer(self, storage: Storage, file: StagedFile, schema: Any) -> Iterator[Any]:
+        """Stage ``file`` as :meth:`write_parquet` does, its rows written a table at a time (each a
+        row group) to the ``pyarrow.parquet.ParquetWriter`` given; whole at the block's end."""
+        import pyarrow.parquet as pq
+
+        with (
+            storage.open_write(self.staged(file)) as handle,
+            pq.ParquetWriter(handle, schema, compression="snappy") as writer,
+        ):
+            yield writer
 
     def moves(self, files: list[StagedFile]) -> list[tuple[str, str]]:
         """``(staged, final)`` pairs, the manifest's moves."""
