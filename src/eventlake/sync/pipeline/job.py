@@ -59,6 +59,10 @@ from eventlake.sync.protocol.state import SyncState
 from eventlake.sync.protocol.status import Status
 from eventlake.timestamps import RunClock
 
+# a run of at least this many messages returns its driver's heap before the write pass (a full
+# collection: about 0.1 s; a micro-batch keeps its heap and its time)
+RETURN_HEAP_MESSAGES = 100_000
+
 
 @dataclass(frozen=True)
 class ParsedRun:
@@ -388,6 +392,10 @@ class SparkStager:
     def write_tables(
         self, run: SourceSync, parsed: ParsedRun, plan: Plan, stage: RunStage
     ) -> list[StagedFile]:
+        if parsed.valid >= RETURN_HEAP_MESSAGES:  # the driver idles through the write pass
+            from eventlake.jvm.session import return_driver_heap
+
+            return_driver_heap(self.spark)
         return write_tables(
             self.spark, stage.scratch("pieces"), plan.schemas, plan.blocked, parsed.drop,
             run.selection.window(), stage, run.source.date_partition, run.storage,
