@@ -39,7 +39,7 @@ from eventlake.sync.protocol.stage import DEDUPE, MESSAGES, TABLE, VALUES, RunSt
 
 _HOUR_US = 3_600_000_000
 BATCH_ROWS = 10_000  # rows whose payloads a write task holds as Python objects at a time
-CHUNK_ROWS = 65_536  # rows a write task takes from its pieces, casts and writes at a time
+CHUNK_ROWS = 65_536  # rows a write task takes from its cast pieces and writes at a time (a row group)
 
 
 # the Python type whose values a column of each type takes unchanged (bool is not an int here: type())
