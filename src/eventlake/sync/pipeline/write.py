@@ -262,9 +262,9 @@ def take_rows(
     rejected: list[tuple[int, str, str, str, str]] = []
     for number in np.unique(numbers):
         mine = np.flatnonzero(numbers == number)
-        theirs = rows[mine]  # ascending: the order sorts a piece's rows by position
+        theirs = rows[mine]
         piece = pieces[number]
-        if theirs[-1] - theirs[0] + 1 == len(theirs):
+        if bool(np.all(np.diff(theirs) == 1)):  # rows that follow each other: a slice, no copy
             tables.append(piece.values.slice(int(theirs[0]), len(theirs)))
         else:
             tables.append(piece.values.take(theirs))
@@ -295,8 +295,9 @@ def partition_spans(hours: pa.Array, date_partition: str) -> dict[tuple[str, ...
     for hour, count in sorted(
         zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
     ):
-        first, rows = spans.get(_partition_values(hour, date_partition), (start, 0))  # a day: its hours
-        spans[_partition_values(hour, date_partition)] = (first, rows + count)
+        partition = _partition_values(hour, date_partition)
+        first, rows = spans.get(partition, (start, 0))  # a day: its hours
+        spans[partition] = (first, rows + count)
         start += count
     return spans
 
