@@ -144,10 +144,8 @@ class RunStage:
     def write_parquet(self, storage: Storage, file: StagedFile, table: Any) -> None:
         """Stage ``file`` with the rows of the Arrow ``table``: whole and durable before the driver
         can publish it."""
-        import pyarrow.parquet as pq
-
-        with storage.open_write(self.staged(file)) as handle:
-            pq.write_table(table, handle, compression="snappy")
+        with self.parquet_writer(storage, file, table.schema) as writer:
+            writer.write_table(table)
 
     @contextlib.contextmanager
     def parquet_writer(self, storage: Storage, file: StagedFile, schema: Any) -> Iterator[Any]:
