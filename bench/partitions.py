@@ -12,7 +12,10 @@ fresh temporary project with a real Spark session, four ways, each on its own ta
   one ``add_partitions_pspec`` request of the metastore client per 500, built from Thrift bytes);
 
 then registers every table's partitions a second time (a rerun after a crash: all exist) with the
-100-per-statement way and with the catalog. The ways take turns table by table, so load from other
+100-per-statement way and with the catalog. Last, a commit's way: every table's partitions in one
+``HiveCatalog.add_partitions_of`` call (``PARTITION_THREADS`` tables at a time, each thread with
+its own metastore client) against the catalog's ``add_partitions`` table after table, each on
+fresh tables, twice in turn. The ways take turns table by table, so load from other
 processes on the machine falls on all of them alike. Prints each way's wall time, ms per
 partition and the ratios.
 
@@ -31,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eventlake.catalog import TableSpec
-from eventlake.catalog.hive import HiveCatalog
+from eventlake.catalog.hive import PARTITION_THREADS, HiveCatalog
 from eventlake.config import load_settings, write_initial_config
 from eventlake.jvm.session import spark_session
 from eventlake.storage import hadoop_uri
@@ -155,6 +158,24 @@ def run(work: Path, tables: int, days: int) -> None:
     for name in ways:
         for spec in specs[name][:3] + specs[name][-1:]:
             assert catalog.partitions(spec.database, spec.name) == partitions, (name, spec.qualified)
+
+    commit = {"one table after another": 0.0, f"{PARTITION_THREADS} tables at a time": 0.0}
+    for turn in range(2):
+        for index, name in enumerate(commit):
+            fresh = [
+                make_table(catalog, lake, f"commit_{turn}_{index}", f"t{number:02d}", partitions)
+                for number in range(tables)
+            ]
+            t0 = time.perf_counter()
+            if index == 0:
+                for spec in fresh:
+                    catalog.add_partitions(spec, partitions)
+            else:
+                catalog.add_partitions_of([(spec, partitions) for spec in fresh])
+            commit[name] += time.perf_counter() - t0
+            for spec in fresh[:2] + fresh[-2:]:
+                assert catalog.partitions(spec.database, spec.name) == partitions, (name, spec.qualified)
+        print(f"  commit's way, turn {turn + 1}/2 (load {load_average()})", flush=True)
     spark.stop()
 
     print(f"\nregistering {total:,} partitions ({tables} tables), load average {load_average()} at the end")
@@ -167,6 +188,11 @@ def run(work: Path, tables: int, days: int) -> None:
     print(f"  per partition / catalog:        {old / new:6.1f}x")
     print(f"  100 per statement / catalog:    {hundred / new:6.2f}x")
     print(f"  all exist, 100 per statement / catalog: {again['100 per statement'] / again['catalog']:6.1f}x")
+    print(f"\na commit's partitions, {total:,} new twice over ({tables} tables each time):")
+    for label, s in commit.items():
+        print(f"  {label:30s} {s:8.1f} s  {s / (2 * total) * 1000:6.2f} ms/partition")
+    serial, threaded = commit.values()
+    print(f"  one after another / {PARTITION_THREADS} at a time: {serial / threaded:6.2f}x")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ partitions through the metastore client as through Spark's statement."""
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -242,6 +243,73 @@ def test_a_long_lived_catalog_asks_nothing_for_the_partitions_it_knows(
     assert hive.partitions(spec.database, spec.name) == hours(1)[:3]
     hive.add_partitions(spec, hours(1) + hours(2))  # many: listed first, the missing ones in statements
     assert listings == [45] and len(hive.partitions(spec.database, spec.name)) == 48
+
+
+def _tables(tmp_path: Path, count: int) -> list[TableSpec]:
+    database = f"hive_{next(_numbers)}"
+    return [
+        TableSpec(database, f"t{n}", COLUMNS, ("day", "hr"), str(tmp_path / database / f"t{n}"))
+        for n in range(count)
+    ]
+
+
+@pytest.mark.spark
+def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_each_thread_its_own_client(
+    hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    specs = _tables(tmp_path, 6)
+    for spec in specs:
+        hive.ensure_table(spec)
+    both_in = threading.Barrier(hive_module.PARTITION_THREADS, timeout=60)
+    clients: dict[str, set[int]] = {}
+    add_new = HiveCatalog._add_new
+
+    def together(catalog: HiveCatalog, spec: TableSpec, partitions: Any) -> None:
+        thread = threading.current_thread().name
+        first = thread not in clients
+        clients.setdefault(thread, set()).add(catalog._metastore_client().hashCode())
+        if first:  # each thread's first request waits for the other's: they run at once
+            both_in.wait()
+        add_new(catalog, spec, partitions)
+
+    monkeypatch.setattr(HiveCatalog, "_add_new", together)
+    many = [(spec, hours(1) + hours(2)) for spec in specs[:5]]  # more than DIRECT_MAX each
+    few = (specs[5], hours(3)[:2])
+    hive.add_partitions_of([*many[:2], few, *many[2:]])
+    assert len(clients) == 2 and all(name.startswith("eventlake-partitions") for name in clients)
+    assert [len(made) for made in clients.values()] == [1, 1]  # one client each, not the same one
+    assert len(set().union(*clients.values())) == 2
+    for spec, partitions in [*many, few]:
+        assert hive.partitions(spec.database, spec.name) == partitions
+    assert getattr(hive._clients, "client", None) is None  # the main thread made none
+
+
+@pytest.mark.spark
+def test_a_failed_table_stops_the_other_thread_and_is_raised(
+    hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    specs = _tables(tmp_path, 8)
+    for spec in specs:
+        hive.ensure_table(spec)
+    add_partitions = HiveCatalog.add_partitions
+    taken: list[str] = []
+
+    def failing(catalog: HiveCatalog, spec: TableSpec, partitions: Any) -> None:
+        taken.append(spec.name)
+        if spec.name == "t0":
+            raise RuntimeError("metastore gone")
+        add_partitions(catalog, spec, partitions)
+
+    monkeypatch.setattr(HiveCatalog, "add_partitions", failing)
+    few = (specs[7], hours(3)[:2])
+    with pytest.raises(RuntimeError, match="metastore gone"):
+        hive.add_partitions_of([(spec, hours(1)) for spec in specs[:7]] + [few])
+    assert len(taken) < 7 and "t7" not in taken  # the others stopped; the few not registered
+    monkeypatch.undo()
+    hive.add_partitions_of([(spec, hours(1)) for spec in specs[:7]] + [few])  # the rerun: all of them
+    for spec in specs[:7]:
+        assert hive.partitions(spec.database, spec.name) == hours(1)
+    assert hive.partitions(few[0].database, few[0].name) == hours(3)[:2]
 
 
 def _views(database: str, tables: dict[str, tuple[tuple[str, str], ...]]) -> list[View]:

@@ -115,6 +115,12 @@ class Catalog(ABC):
     def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """Register partitions (values in ``spec.partition_keys`` order); existing ones are kept."""
 
+    def add_partitions_of(self, tables: Sequence[tuple[TableSpec, Sequence[tuple[str, ...]]]]) -> None:
+        """:meth:`add_partitions` for each table (a run's commit); a back end may register several
+        tables at once."""
+        for spec, partitions in tables:
+            self.add_partitions(spec, partitions)
+
     @abstractmethod
     def drop_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """Unregister partitions (their files stay); missing ones are not an error."""

@@ -17,8 +17,10 @@ about 2 ms; bench/partitions.py).
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote
 
@@ -36,6 +38,8 @@ from eventlake.storage import hadoop_uri
 # spark.sql.addPartitionInBatch.size; fewer statements save its per-statement table look-ups)
 PARTITION_BATCH = 500
 DIRECT_MAX = 20  # up to this many new partitions of a table: through the external catalog, no statement
+# tables whose partitions a commit registers at once, each from its own thread and metastore client
+PARTITION_THREADS = 2
 
 
 # Spark's JSON names of the atomic types that differ from their SQL (catalog) names
@@ -122,7 +126,7 @@ class HiveCatalog(Catalog):
         # tables' storage descriptors and formats (JVM objects), and the JVM classes used with them
         self._storage: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._jvm_refs: dict[str, Any] = {}
-        self._client: Any = None  # the metastore client of partition requests (_metastore_client)
+        self._clients = threading.local()  # each thread's metastore client of partition requests
 
     def ensure_table(self, spec: TableSpec) -> tuple[Column, ...]:
         """As :meth:`Catalog.ensure_table`; a table this catalog already saw with every one of
@@ -265,6 +269,40 @@ class HiveCatalog(Catalog):
             raise
         known.update(unknown)
 
+    def add_partitions_of(self, tables: Sequence[tuple[TableSpec, Sequence[tuple[str, ...]]]]) -> None:
+        """As :meth:`add_partitions` for each table, the tables of more than :data:`DIRECT_MAX`
+        partitions :data:`PARTITION_THREADS` at a time, each thread with its own metastore client:
+        the metastore's work for a partition (DataNucleus and Derby in the embedded one, a database
+        round trip in a service) is most of a first sync's commit, and one table's request need not
+        wait for another's (``bench/partitions.py``: 2,520 partitions of 35 tables). A failure stops
+        the threads taking more tables and is raised once they stop."""
+        many = [(spec, partitions) for spec, partitions in tables if len(partitions) > DIRECT_MAX]
+        if len(many) < 2:
+            super().add_partitions_of(tables)
+            return
+        self._jvm()  # the JVM objects, looked up once before the threads share them
+        pending, taking, failed = iter(many), threading.Lock(), threading.Event()
+
+        def register() -> None:
+            try:
+                while not failed.is_set():
+                    with taking:
+                        table = next(pending, None)
+                    if table is None:
+                        return
+                    self.add_partitions(*table)
+            except BaseException:
+                failed.set()
+                raise
+            finally:
+                self._close_thread_client()
+
+        with ThreadPoolExecutor(PARTITION_THREADS, thread_name_prefix="eventlake-partitions") as pool:
+            running = [pool.submit(register) for _ in range(PARTITION_THREADS)]
+        for done in running:
+            done.result()  # the first failure, raised here
+        super().add_partitions_of([table for table in tables if len(table[1]) <= DIRECT_MAX])
+
     def set_partition_location(
         self,
         database: str,
@@ -363,15 +401,23 @@ class HiveCatalog(Catalog):
             self._add_statement(spec, partitions)  # a writer added some since the listing
 
     def _metastore_client(self) -> Any:
-        """A metastore client of this catalog's own, made on first use (with reconnection, as
-        Spark's). Not the session's: Spark's threads share that one under Spark's lock (in ``up``
-        the Thrift server's queries too), and a request sent on it from here could interleave with
-        theirs on one connection."""
-        if self._client is None:
+        """A metastore client of this catalog's own, one per thread, made on first use (with
+        reconnection, as Spark's). Not the session's: Spark's threads share that one under Spark's
+        lock (in ``up`` the Thrift server's queries too), and a request sent on it from here could
+        interleave with theirs on one connection; for the same reason no two threads share one."""
+        client = getattr(self._clients, "client", None)
+        if client is None:
             conf = self._jvm()["external"].unwrapped().client().conf()
             retrying = self._gateway().org.apache.hadoop.hive.metastore.RetryingMetaStoreClient
-            self._client = retrying.getProxy(conf, True)
-        return self._client
+            client = self._clients.client = retrying.getProxy(conf, True)
+        return client
+
+    def _close_thread_client(self) -> None:
+        """Close the calling thread's metastore client, if it made one (a thread that ends)."""
+        client = getattr(self._clients, "client", None)
+        if client is not None:
+            self._clients.client = None
+            client.close()
 
     def _add_statement(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """One ``ALTER TABLE ... ADD IF NOT EXISTS`` statement for ``partitions``."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from eventlake.catalog import Catalog
+from eventlake.catalog import Catalog, TableSpec
 from eventlake.catalog.schema_file import read_schema_files, write_schema_file
 from eventlake.catalog.views import database_views, lake_table
 from eventlake.config import Settings
@@ -80,6 +80,7 @@ def apply(
     if manifest.tables and catalog is None:
         raise ValueError(f"run {manifest.run_id} registers tables: applying it needs the catalog")
     databases: set[str] = set()
+    registering: list[tuple[TableSpec, list[tuple[str, ...]]]] = []
     for entry in manifest.tables:
         assert catalog is not None
         spec = entry.spec
@@ -102,8 +103,11 @@ def apply(
         elif entry.change != NONE:
             raise ValueError(f"run {manifest.run_id}: unknown table change {entry.change!r}")
         if entry.partitions:
-            catalog.add_partitions(spec, list(entry.partitions))
+            registering.append((spec, list(entry.partitions)))
         write_schema_file(storage, lake, spec)  # the reports table's too: the DuckDB engine reads it
+    if registering:
+        assert catalog is not None
+        catalog.add_partitions_of(registering)  # every table exists by now: several at once
     if later:
         switch_later(the_catalog(), later, say)
     _replace_views(manifest, catalog, storage, lake)
