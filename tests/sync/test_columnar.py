@@ -11,10 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eventlake import layout
 from eventlake.schema import evolve
@@ -292,6 +295,43 @@ def test_the_parse_pass_splits_lines_as_the_archive_reader_does(content: bytes) 
     lines = FileLines.of(content)
     assert [lines.line(n) for n in range(len(lines))] == expected
     assert list(archive_lines(gzip.compress(content))) == [line for line in expected if line]
+
+
+# characters around the regexes' edges: dashes, digits, spaces and controls, wide characters
+# (\x85 and \p{Z} ones, accents, emoji) that shift the fifth character past the fifth byte
+_AROUND_INSTANTS = st.text(
+    st.sampled_from(["a", "1", "2", "-", ":", "T", "Z", " ", "\t", "\x00", "\x1f", "\x7f", "\x85",
+                     "\u00a0", "\u1680", "\u2003", "\u3000", "é", "😀"]),
+    max_size=9,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_AROUND_INSTANTS, st.text(max_size=30)), max_size=40), st.integers(0, 5))
+def test_the_prefilter_of_string_values_rules_out_no_text_either_regex_matches(
+    texts: list[str], offset: int
+) -> None:
+    """The two regexes that type a string value run only on the texts `_may_be_instants` keeps
+    from their first bytes: it must keep every text either regex matches (a slice too)."""
+    values = pa.array(["x"] * offset + texts, pa.string()).slice(offset)
+    kept = np.zeros(len(values), bool)
+    kept[columnar._may_be_instants(values)] = True
+    for pattern in (columnar._CANDIDATE, columnar.DATE_TIME):
+        matched = pc.fill_null(pc.match_substring_regex(values, pattern), False)
+        missed = matched.to_numpy(zero_copy_only=False) & ~kept
+        assert not missed.any(), [text for text, out in zip(texts, missed, strict=True) if out]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b'":[{', b'a\n":[{\n', b'x":[{y":[{\r\n\n":[\n{\n', b'{"p":[{"a":1}]}\r\r\n{"p":[1]}', b'":[{":[{'],
+)
+def test_the_lines_holding_a_text_are_those_a_search_line_by_line_finds(content: bytes) -> None:
+    from eventlake.archive import FileLines
+
+    lines = FileLines.of(content)
+    expected = [b'":[{' in lines.line(n) for n in range(len(lines))]
+    assert lines.holding(b'":[{').tolist() == expected
 
 
 def _whole_type_write(

@@ -98,6 +98,19 @@ class FileLines:
     def line(self, number: int) -> bytes:
         return self.content[self.starts[number] : self.ends[number]]
 
+    def holding(self, needle: bytes) -> np.ndarray:
+        """Whether each line holds ``needle`` (which holds no line end): one ``bytes.find`` after
+        another over the whole content, a few times faster than a substring search line by line."""
+        found = []
+        at = self.content.find(needle)
+        while at >= 0:
+            found.append(at)
+            at = self.content.find(needle, at + len(needle))
+        holds = np.zeros(len(self.starts), bool)
+        if found:
+            holds[np.searchsorted(self.starts, np.array(found, np.int64), "right") - 1] = True
+        return holds
+
     def objects(self) -> np.ndarray:
         """The numbers of the lines that start with ``{`` and end with ``}``: what the reader may read."""
         buffer = np.frombuffer(self.content, np.uint8)

@@ -76,7 +76,7 @@ _TOP_TIMESTAMPS = frozenset({*TIMESTAMP_FIELDS, "receivedAt"})
 _VISIBLE = r"[^\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f}\x{85}\p{Z}]"
 _TYPE = r'"type":"(?P<t>[a-z]+)"'
 _EVENT = r'"event":"(?P<e>[^"\\]*)"'
-_LIST_OF_OBJECTS = '":[{'  # (compact JSON, as every Segment library sends it)
+_LIST_OF_OBJECTS = b'":[{'  # (compact JSON, as every Segment library sends it)
 # text value_type may read as a date-time: "-" at index 4 or a leading space (wider than isspace())
 _CANDIDATE = r"(?s)^(?:.{4}-|[\x00-\x20\x{85}\p{Z}])"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -119,7 +119,7 @@ def judge_file(lines: FileLines, suppressed: frozenset[str] = frozenset()) -> tu
     if not len(candidates):
         return groups, np.sort(np.concatenate(left))
     text = _text_array(lines, candidates)
-    for indexes in _route(text):
+    for indexes in _route(text, lines.holding(_LIST_OF_OBJECTS)[candidates]):
         _read_groups(text, indexes, candidates, suppressed, groups, left)
     return groups, np.sort(np.concatenate(left))
 
@@ -151,13 +151,13 @@ def _utf8(lines: FileLines, numbers: np.ndarray) -> np.ndarray:
     return numbers[good]
 
 
-def _route(text: pa.Array) -> Iterator[np.ndarray]:
-    """The indexes of ``text``'s lines, grouped by the (type, event) their text shows."""
+def _route(text: pa.Array, lists: np.ndarray) -> Iterator[np.ndarray]:
+    """The indexes of ``text``'s lines, grouped by the (type, event) their text shows and whether
+    they hold a list of objects (``lists``): the same key holding strings in one message and
+    objects in another fails the read of a whole group (halved down to LEAST_LINES)."""
     kinds = pc.fill_null(pc.extract_regex(text, _TYPE).field("t"), "")
     events = pc.fill_null(pc.extract_regex(text, _EVENT).field("e"), "")
-    # lines holding a list of objects apart: the same key holding strings in one message and
-    # objects in another fails the read of a whole group (halved down to LEAST_LINES)
-    objects = pc.if_else(pc.match_substring(text, _LIST_OF_OBJECTS), "o", "").cast(pa.large_string())
+    objects = pc.if_else(pa.array(lists), "o", "").cast(pa.large_string())
     key = pc.binary_join_element_wise(kinds, events, objects, pa.scalar("\x00", pa.large_string()))
     groups = key.dictionary_encode().indices.to_numpy(zero_copy_only=False)
     order = np.argsort(groups, kind="stable")
@@ -542,12 +542,17 @@ def _string_codes(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
     """Type codes of non-null strings (4 string, 5 timestamp) and the instants of the timestamps
     (null elsewhere), as ``value_type`` and ``parse_timestamp`` decide. Text in :data:`DATE_TIME`'s
     form is cast by Arrow; the other candidates (16 to 40 characters with ``-`` at index 4 or a
-    leading space) are parsed one by one. Both searches are anchored regexes: most text fails at
-    its first characters."""
+    leading space) are parsed one by one. Both searches are anchored regexes, run only on the text
+    :func:`_may_be_instants` does not rule out from its first bytes."""
     codes = np.full(len(values), 4, np.uint8)
     micros = np.zeros(len(values), np.int64)
-    narrow = pc.fill_null(pc.match_substring_regex(values, DATE_TIME), False).to_numpy(zero_copy_only=False)
-    wide = pc.fill_null(pc.match_substring_regex(values, _CANDIDATE), False).to_numpy(zero_copy_only=False)
+    narrow, wide = np.zeros(len(values), bool), np.zeros(len(values), bool)
+    maybe = _may_be_instants(values)
+    if len(maybe):
+        some = values.take(pa.array(maybe))
+        for found, pattern in ((narrow, DATE_TIME), (wide, _CANDIDATE)):
+            matched = pc.match_substring_regex(some, pattern)
+            found[maybe] = pc.fill_null(matched, False).to_numpy(zero_copy_only=False)
     slow = np.flatnonzero(wide & ~narrow)
     where = np.flatnonzero(narrow)
     if len(where):
@@ -565,6 +570,27 @@ def _string_codes(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
                 codes[row] = 5
                 micros[row] = (moment - _EPOCH) // _MICROSECOND
     return codes, pa.array(micros, pa.int64(), mask=codes != 5).cast(UTC_MICROS)
+
+
+def _may_be_instants(values: pa.Array) -> np.ndarray:
+    """The indexes of the texts (non-null strings) that :data:`_CANDIDATE` may match, judged from
+    their first five bytes (a superset: it matches only text whose fifth character is ``-`` or
+    whose first is a space or a control character, and a byte above 127 may start either)."""
+    offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset : values.offset + len(values) + 1]
+    data = values.buffers()[2]
+    if data is None or not data.size:
+        return np.zeros(0, np.int64)
+    content = np.frombuffer(data, np.uint8)
+    starts, lengths = offsets[:-1].astype(np.int64), np.diff(offsets)
+
+    def byte(k: int) -> np.ndarray:  # each text's byte k (0 where it is shorter)
+        return np.where(lengths > k, content[np.minimum(starts + k, len(content) - 1)], 0)
+
+    first = byte(0)
+    wide = (lengths > 0) & ((first <= 0x20) | (first >= 0x80))
+    wider = np.maximum.reduce([byte(k) for k in range(1, 4)]) >= 0x80  # the fifth character further on
+    dash = (lengths > 4) & ((byte(4) == ord("-")) | wider)
+    return np.flatnonzero(wide | dash)
 
 
 def _unsure_doubles(values: pa.Array, rows_of: np.ndarray, unsure: np.ndarray) -> None:
