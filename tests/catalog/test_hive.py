@@ -254,7 +254,7 @@ def _tables(tmp_path: Path, count: int) -> list[TableSpec]:
 
 
 @pytest.mark.spark
-def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_each_thread_its_own_client(
+def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_on_the_catalogs_own_threads(
     hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     specs = _tables(tmp_path, 6)
@@ -282,6 +282,14 @@ def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_each_thread_
     for spec, partitions in [*many, few]:
         assert hive.partitions(spec.database, spec.name) == partitions
     assert getattr(hive._clients, "client", None) is None  # the main thread made none
+    made = set().union(*clients.values())
+    more = _tables(tmp_path, 3)
+    for spec in more:
+        hive.ensure_table(spec)
+    hive.add_partitions_of([(spec, hours(4)) for spec in more])  # the next commit: the same threads
+    assert len(clients) == 2 and set().union(*clients.values()) == made  # and clients
+    for spec in more:
+        assert hive.partitions(spec.database, spec.name) == hours(4)
 
 
 @pytest.mark.spark

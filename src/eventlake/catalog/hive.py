@@ -20,7 +20,7 @@ import struct
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 from urllib.parse import unquote
 
@@ -127,6 +127,7 @@ class HiveCatalog(Catalog):
         self._storage: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._jvm_refs: dict[str, Any] = {}
         self._clients = threading.local()  # each thread's metastore client of partition requests
+        self._threads: ThreadPoolExecutor | None = None  # add_partitions_of's, made on first use
 
     def ensure_table(self, spec: TableSpec) -> tuple[Column, ...]:
         """As :meth:`Catalog.ensure_table`; a table this catalog already saw with every one of
@@ -147,9 +148,11 @@ class HiveCatalog(Catalog):
         def kept(key: tuple[object, ...]) -> bool:
             return key[0] != database or table not in (None, key[1])
 
-        self._known = {k: v for k, v in self._known.items() if kept(k)}
-        self._ensured = {k for k in self._ensured if kept(k)}
-        self._storage = {k: v for k, v in self._storage.items() if kept(k)}
+        # (copies first: a commit's other partition thread may add a table meanwhile, see
+        # add_partitions_of; what it adds to a dropped copy is only asked for again)
+        self._known = {k: v for k, v in list(self._known.items()) if kept(k)}
+        self._ensured = {k for k in list(self._ensured) if kept(k)}
+        self._storage = {k: v for k, v in list(self._storage.items()) if kept(k)}
 
     def ensure_database(self, name: str) -> None:
         if not self.spark.catalog.databaseExists(name):  # IF NOT EXISTS alone logs a Hive stack trace
@@ -274,13 +277,17 @@ class HiveCatalog(Catalog):
         partitions :data:`PARTITION_THREADS` at a time, each thread with its own metastore client:
         the metastore's work for a partition (DataNucleus and Derby in the embedded one, a database
         round trip in a service) is most of a first sync's commit, and one table's request need not
-        wait for another's (``bench/partitions.py``: 2,520 partitions of 35 tables). A failure stops
-        the threads taking more tables and is raised once they stop."""
+        wait for another's (``bench/partitions.py``: 2,520 partitions of 35 tables). The threads
+        are the catalog's for its life (a long-lived ``up`` makes no new JVM threads, no new
+        metastore clients or stores, at each commit). A failure, or an interruption of the caller,
+        stops the threads taking more tables; the first failure is raised once they stop."""
         many = [(spec, partitions) for spec, partitions in tables if len(partitions) > DIRECT_MAX]
         if len(many) < 2:
             super().add_partitions_of(tables)
             return
         self._jvm()  # the JVM objects, looked up once before the threads share them
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(PARTITION_THREADS, thread_name_prefix="eventlake-partitions")
         pending, taking, failed = iter(many), threading.Lock(), threading.Event()
 
         def register() -> None:
@@ -294,13 +301,15 @@ class HiveCatalog(Catalog):
             except BaseException:
                 failed.set()
                 raise
-            finally:
-                self._close_thread_client()
 
-        with ThreadPoolExecutor(PARTITION_THREADS, thread_name_prefix="eventlake-partitions") as pool:
-            running = [pool.submit(register) for _ in range(PARTITION_THREADS)]
-        for done in running:
-            done.result()  # the first failure, raised here
+        running = [self._threads.submit(register) for _ in range(PARTITION_THREADS)]
+        try:
+            for done in running:
+                done.result()  # the first failure, raised here
+        except BaseException:
+            failed.set()
+            wait(running)  # (each finishes the table it holds)
+            raise
         super().add_partitions_of([table for table in tables if len(table[1]) <= DIRECT_MAX])
 
     def set_partition_location(
@@ -411,13 +420,6 @@ class HiveCatalog(Catalog):
             retrying = self._gateway().org.apache.hadoop.hive.metastore.RetryingMetaStoreClient
             client = self._clients.client = retrying.getProxy(conf, True)
         return client
-
-    def _close_thread_client(self) -> None:
-        """Close the calling thread's metastore client, if it made one (a thread that ends)."""
-        client = getattr(self._clients, "client", None)
-        if client is not None:
-            self._clients.client = None
-            client.close()
 
     def _add_statement(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
         """One ``ALTER TABLE ... ADD IF NOT EXISTS`` statement for ``partitions``."""
