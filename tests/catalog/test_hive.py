@@ -245,21 +245,23 @@ def test_a_long_lived_catalog_asks_nothing_for_the_partitions_it_knows(
     assert listings == [45] and len(hive.partitions(spec.database, spec.name)) == 48
 
 
-def _tables(tmp_path: Path, count: int) -> list[TableSpec]:
+def _tables(hive: HiveCatalog, tmp_path: Path, count: int) -> list[TableSpec]:
+    """``count`` tables of a new database, created."""
     database = f"hive_{next(_numbers)}"
-    return [
+    specs = [
         TableSpec(database, f"t{n}", COLUMNS, ("day", "hr"), str(tmp_path / database / f"t{n}"))
         for n in range(count)
     ]
+    for spec in specs:
+        hive.ensure_table(spec)
+    return specs
 
 
 @pytest.mark.spark
 def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_on_the_catalogs_own_threads(
     hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    specs = _tables(tmp_path, 6)
-    for spec in specs:
-        hive.ensure_table(spec)
+    specs = _tables(hive, tmp_path, 6)
     both_in = threading.Barrier(hive_module.PARTITION_THREADS, timeout=60)
     clients: dict[str, set[int]] = {}
     add_new = HiveCatalog._add_new
@@ -283,9 +285,7 @@ def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_on_the_catal
         assert hive.partitions(spec.database, spec.name) == partitions
     assert getattr(hive._clients, "client", None) is None  # the main thread made none
     made = set().union(*clients.values())
-    more = _tables(tmp_path, 3)
-    for spec in more:
-        hive.ensure_table(spec)
+    more = _tables(hive, tmp_path, 3)
     hive.add_partitions_of([(spec, hours(4)) for spec in more])  # the next commit: the same threads
     assert len(clients) == 2 and set().union(*clients.values()) == made  # and clients
     for spec in more:
@@ -296,9 +296,7 @@ def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_on_the_catal
 def test_a_failed_table_stops_the_other_thread_and_is_raised(
     hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    specs = _tables(tmp_path, 8)
-    for spec in specs:
-        hive.ensure_table(spec)
+    specs = _tables(hive, tmp_path, 8)
     add_partitions = HiveCatalog.add_partitions
     taken: list[str] = []
 
