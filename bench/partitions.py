@@ -9,15 +9,15 @@ fresh temporary project with a real Spark session, four ways, each on its own ta
   issue 10): 100 partitions per ``ALTER TABLE ... ADD IF NOT EXISTS``, no look-up first;
 - catalog: ``HiveCatalog.add_partitions`` as it is now (one listing of the table's partition
   names, then only the missing ones: up to 20 through the external catalog, no statement; more in
-  one ``add_partitions_pspec`` request of the metastore client per 500, built from Thrift bytes);
+  one ``add_partitions`` request of the metastore client per 500, built from Thrift bytes);
 
 then registers every table's partitions a second time (a rerun after a crash: all exist) with the
 100-per-statement way and with the catalog. Last, a commit's way: every table's partitions in one
 ``HiveCatalog.add_partitions_of`` call (``PARTITION_THREADS`` tables at a time, each thread with
 its own metastore client) against the catalog's ``add_partitions`` table after table, each on
-fresh tables, twice in turn. The ways take turns table by table, so load from other
-processes on the machine falls on all of them alike. Prints each way's wall time, ms per
-partition and the ratios.
+fresh tables, twice in turn. The first ways take turns table by table, the commit's way and its
+baseline round by round, so load from other processes on the machine falls on all of them
+alike. Prints each way's wall time, ms per partition and the ratios.
 
     .venv/bin/python bench/partitions.py                       # 35 tables x 72 partitions
     .venv/bin/python bench/partitions.py --tables 10 --days 2

@@ -151,7 +151,7 @@ def test_the_metastore_client_registers_what_spark_s_statement_registers(
     spark: Any, hive: HiveCatalog, statements: Statements, tmp_path: Path
 ) -> None:
     """Differential: the same partitions (values to escape, locations with a space and non-ASCII
-    letters, a JSON table's path template) through one ``add_partitions_pspec`` request and
+    letters, a JSON table's path template) through one ``add_partitions`` request and
     through ``ALTER TABLE ... ADD PARTITION``: the metastore holds the same partitions."""
     partitions = [("src:1=a/b%", "2026-11-22"), ("src 2", "2026-11-22"), ("ü,é", "2026-11-23")]
     specs = []
@@ -184,14 +184,14 @@ def test_the_metastore_client_registers_what_spark_s_statement_registers(
 
 
 @pytest.mark.spark
-def test_a_partition_another_writer_added_since_the_listing_leaves_the_others_to_the_statement(
+def test_a_partition_another_writer_added_since_the_listing_is_left_and_the_others_added(
     spark: Any, hive: HiveCatalog, statements: Statements, tmp_path: Path
 ) -> None:
     spec = table(tmp_path)
     hive.ensure_table(spec)
     HiveCatalog(spark).add_partitions(spec, hours(1)[3:4])  # another writer, after the listing
     hive._add_new(spec, hours(1)[:6])
-    assert statements.adds == [("api", 1), ("client", 6), ("sql", 6)]  # refused whole, then IF NOT EXISTS
+    assert statements.adds == [("api", 1), ("client", 6)]  # one request: the one there is left alone
     assert hive.partitions(spec.database, spec.name) == hours(1)[:6]
 
 

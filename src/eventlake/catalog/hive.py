@@ -7,9 +7,9 @@ Partitions: the metastore checks each partition of an ``ADD IF NOT EXISTS`` by l
 ms each, also for those that exist) and every statement costs several table look-ups, so
 :meth:`HiveCatalog.add_partitions` first lists the names the table already has (one metastore
 call, narrowed to the leading partition values the new ones share) and hands the others to the
-metastore client in one request (``add_partitions_pspec``: the table's storage descriptor shared,
-each partition its values and location), built in one piece in Thrift's binary encoding
-(:func:`partition_spec_bytes`): Spark's ``ALTER TABLE ... ADD PARTITION`` spends half its time
+metastore client in one request (``add_partitions``, the partitions built in the JVM from one spec
+in Thrift's binary encoding sharing the table's storage descriptor, :func:`partition_spec_bytes`,
+each its values and location): Spark's ``ALTER TABLE ... ADD PARTITION`` spends half its time
 per partition in Hive's client copying its whole configuration (``HiveConf.getChangedProperties``,
 about 2 ms; bench/partitions.py).
 """
@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import orjson
+from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import convert_exception
 from pyspark.sql import SparkSession
@@ -178,8 +179,8 @@ class HiveCatalog(Catalog):
         names = self.list_tables(database)
         if not names:
             return []
-        jvm = self._gateway()
-        found = self._jvm()["external"].getTablesByName(database, jvm.PythonUtils.toSeq(names))
+        refs = self._jvm()
+        found = refs["external"].getTablesByName(database, refs["PythonUtils"].toSeq(names))
         described: dict[str, ListedTable] = {}
         tables = found.iterator()
         while tables.hasNext():
@@ -341,9 +342,9 @@ class HiveCatalog(Catalog):
         if not moves:
             return True
         wanted = {tuple(values): location for values, location in moves}
-        jvm, gateway = self._jvm(), self._gateway()
+        jvm = self._jvm()
         shared = _shared_prefix(partition_keys, list(wanted))
-        partial = gateway.scala.Option.apply(jvm["PythonUtils"].toScalaMap(shared) if shared else None)
+        partial = jvm["Option"].apply(jvm["PythonUtils"].toScalaMap(shared) if shared else None)
         listed = external.listPartitions(database, table, partial).iterator()
         altered, found = [], set()
         while listed.hasNext():
@@ -374,13 +375,15 @@ class HiveCatalog(Catalog):
         return True
 
     def _add_new(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
-        """``partitions``, which the table lacked a moment ago, in one metastore request; if one
-        exists by now (another writer added it), the request adds none of them and an ``ADD IF
-        NOT EXISTS`` statement adds the others."""
+        """``partitions``, which the table lacked a moment ago, in one metastore request
+        (``add_partitions`` with ``ifNotExists``: one another writer added since is left as it is).
+        They are built in the JVM in one call: a spec of partitions sharing the table's storage
+        descriptor (:func:`partition_spec_bytes`), each given its own copy with its location by the
+        metastore's own iterator. (Not ``add_partitions_pspec``: it looks every partition up
+        twice, and refuses the whole request for one that exists.)"""
         if not partitions:
             return
-        jvm = self._gateway()
-        api = jvm.org.apache.hadoop.hive.metastore.api
+        refs = self._jvm()
         client = self._metastore_client()
         try:
             table = client.getTable(spec.database, spec.name)
@@ -388,26 +391,18 @@ class HiveCatalog(Catalog):
             self._add_statement(spec, partitions)
             return
         located = [(values, _qualified(hadoop_uri(spec.partition_location(values)))) for values in partitions]
-        shared = api.PartitionSpecWithSharedSD()
-        jvm.org.apache.thrift.TDeserializer().deserialize(shared, partition_spec_bytes(located))
+        shared = refs["PartitionSpecWithSharedSD"]()
+        refs["TDeserializer"]().deserialize(shared, partition_spec_bytes(located))
         storage = table.getSd().deepCopy()
         storage.setLocation("")  # each partition's location is its "relative" path, whole
         shared.setSd(storage)
-        request = api.PartitionSpec()
+        request = refs["PartitionSpec"]()
         request.setDbName(table.getDbName())
         request.setTableName(table.getTableName())
         request.setRootPath(table.getSd().getLocation())
         request.setSharedSDPartitionSpec(shared)
-        requests = jvm.java.util.ArrayList()
-        requests.add(request)
-        try:
-            client.add_partitions_pspec(
-                jvm.org.apache.hadoop.hive.metastore.partition.spec.PartitionSpecProxy.Factory.get(requests)
-            )
-        except Py4JJavaError as exc:
-            if "AlreadyExistsException" not in exc.java_exception.getClass().getName():
-                raise
-            self._add_statement(spec, partitions)  # a writer added some since the listing
+        built = refs["IteratorUtils"].toList(refs["PartitionSpecProxies"].get(request).getPartitionIterator())
+        client.add_partitions(built, True, False)  # ifNotExists, no results wanted
 
     def _metastore_client(self) -> Any:
         """A metastore client of this catalog's own, one per thread, made on first use (with
@@ -417,8 +412,7 @@ class HiveCatalog(Catalog):
         client = getattr(self._clients, "client", None)
         if client is None:
             conf = self._jvm()["external"].unwrapped().client().conf()
-            retrying = self._gateway().org.apache.hadoop.hive.metastore.RetryingMetaStoreClient
-            client = self._clients.client = retrying.getProxy(conf, True)
+            client = self._clients.client = self._jvm()["RetryingMetaStoreClient"].getProxy(conf, True)
         return client
 
     def _add_statement(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
@@ -479,19 +473,35 @@ class HiveCatalog(Catalog):
         return jvm
 
     def _jvm(self) -> dict[str, Any]:
-        """The JVM objects partition registration uses, looked up once."""
+        """The JVM objects and classes partition registration uses, looked up once: a class named
+        through py4j's ``jvm.org.apache...`` costs a class path search per dotted name (3 ms)."""
         if not self._jvm_refs:
-            jvm = self._gateway()
-            catalyst = jvm.org.apache.spark.sql.catalyst.catalog
-            utils = jvm.PythonUtils
+            gateway = self.spark.sparkContext._gateway
+            assert gateway is not None, "the SparkContext is stopped"
+
+            def named(name: str) -> Any:
+                return JavaClass(name, gateway._gateway_client)
+
+            api = "org.apache.hadoop.hive.metastore.api."
+            catalyst = "org.apache.spark.sql.catalyst.catalog."
+            utils = named("org.apache.spark.api.python.PythonUtils")
+            option = named("scala.Option")
             self._jvm_refs = {
                 "external": self.spark._jsparkSession.sharedState().externalCatalog(),
-                "CatalogUtils": catalyst.CatalogUtils,
-                "CatalogTablePartition": catalyst.CatalogTablePartition,
+                "CatalogUtils": named(catalyst + "CatalogUtils"),
+                "CatalogTablePartition": named(catalyst + "CatalogTablePartition"),
                 "PythonUtils": utils,
-                "Option": jvm.scala.Option,
-                "none": jvm.scala.Option.empty(),
+                "Option": option,
+                "none": option.empty(),
                 "empty_map": utils.toScalaMap({}),
+                "PartitionSpec": named(api + "PartitionSpec"),
+                "PartitionSpecWithSharedSD": named(api + "PartitionSpecWithSharedSD"),
+                "PartitionSpecProxies": named(
+                    "org.apache.hadoop.hive.metastore.partition.spec.PartitionSpecProxy$Factory"
+                ),
+                "TDeserializer": named("org.apache.thrift.TDeserializer"),
+                "IteratorUtils": named("org.apache.commons.collections4.IteratorUtils"),
+                "RetryingMetaStoreClient": named("org.apache.hadoop.hive.metastore.RetryingMetaStoreClient"),
             }
         return self._jvm_refs
 
@@ -518,12 +528,10 @@ class HiveCatalog(Catalog):
         ``partitions`` share (an hourly run lists one day, not years of them)."""
         if not partitions:
             return set()
-        jvm = self._gateway()
+        refs = self._jvm()
         shared = _shared_prefix(spec.partition_keys, partitions)
-        partial = jvm.scala.Option.apply(
-            jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(shared) if shared else None
-        )
-        external = self._jvm()["external"]
+        partial = refs["Option"].apply(refs["PythonUtils"].toScalaMap(shared) if shared else None)
+        external = refs["external"]
         try:
             names = external.listPartitionNames(spec.database, spec.name, partial).mkString("\n")
         except Py4JJavaError:
@@ -544,7 +552,7 @@ class HiveCatalog(Catalog):
         external = self._jvm()["external"]
         if not names or not external.databaseExists(database):
             return {}
-        found = external.getTablesByName(database, self._gateway().PythonUtils.toSeq(list(names)))
+        found = external.getTablesByName(database, self._jvm()["PythonUtils"].toSeq(list(names)))
         held: dict[str, object] = {}
         tables = found.iterator()
         while tables.hasNext():
