@@ -278,7 +278,7 @@ def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_on_the_catal
     many = [(spec, hours(1) + hours(2)) for spec in specs[:5]]  # more than DIRECT_MAX each
     few = (specs[5], hours(3)[:2])
     hive.add_partitions_of([*many[:2], few, *many[2:]])
-    assert len(clients) == 2 and all(name.startswith("eventlake-partitions") for name in clients)
+    assert len(clients) == 2 and all(name.startswith("eventlake-catalog") for name in clients)
     assert [len(made) for made in clients.values()] == [1, 1]  # one client each, not the same one
     assert len(set().union(*clients.values())) == 2
     for spec, partitions in [*many, few]:
@@ -365,6 +365,36 @@ def test_views_are_written_only_when_their_definition_changed(
     hive.replace_views(database, _views(database, tables))
     assert sorted(written) == ["order_completed", "pages", "tracks"]
     assert "context_locale_x" in hive.spark.table(f"{database}.pages").columns
+    assert hive.spark.sql(f"SELECT count(*) FROM {database}.tracks").collect()[0][0] == 0
+
+
+@pytest.mark.spark
+def test_views_are_written_two_at_a_time_on_the_catalogs_threads(
+    hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    database = f"hive_views_{next(_numbers)}"
+    tables = {name: (*COLUMNS, ("event", "string")) for name in ("track_a", "track_b", "track_c")}
+    hive.ensure_database(database)
+    for name, columns in tables.items():
+        hive.create_table(TableSpec(database, name, columns, ("day", "hr"), str(tmp_path / name)))
+    both_in = threading.Barrier(hive_module.PARTITION_THREADS, timeout=60)
+    threads: dict[str, list[str]] = {}
+    write_view = HiveCatalog.write_view
+
+    def together(catalog: HiveCatalog, database: str, view: View, replace: bool) -> None:
+        thread = threading.current_thread().name
+        if thread not in threads:  # each thread's first view waits for the other's: they run at once
+            threads[thread] = []
+            both_in.wait()
+        threads[thread].append(view.name)
+        write_view(catalog, database, view, replace)
+
+    monkeypatch.setattr(HiveCatalog, "write_view", together)
+    views = _views(database, tables)
+    assert hive.replace_views(database, views) == []
+    assert len(threads) == 2 and all(name.startswith("eventlake-catalog") for name in threads)
+    assert sorted(sum(threads.values(), [])) == sorted(v.name for v in views)  # each once
+    assert set(hive.list_tables(database)) == {*tables, *(v.name for v in views)}
     assert hive.spark.sql(f"SELECT count(*) FROM {database}.tracks").collect()[0][0] == 0
 
 

@@ -178,20 +178,27 @@ class Catalog(ABC):
         catalog repair of an unchanged lake writes none. Each write costs a statement on a Hive
         metastore (Spark analyses the view: 40 to 300 ms) and a table version in Glue."""
         held = self.view_definitions(database, [view.name for view in views])
-        left = []
-        failed: list[Exception] = []
+        left, writes = [], []
         for view in views:
             found = held.get(view.name, NO_VIEW)
             if found is NOT_A_VIEW:
                 left.append(view.name)
             elif found != self.view_definition(database, view):
-                try:
-                    self.write_view(database, view, replace=found is not NO_VIEW)
-                except Exception as exc:  # the other views are still written; the first failure raised
-                    failed.append(exc)
+                writes.append((view, found is not NO_VIEW))
+        self.write_views(database, writes)
+        return left
+
+    def write_views(self, database: str, writes: Sequence[tuple[View, bool]]) -> None:
+        """:meth:`write_view` of each ``(view, replace)``, one after another; when one fails the
+        others are still written and the first failure is raised."""
+        failed: list[Exception] = []
+        for view, replace in writes:
+            try:
+                self.write_view(database, view, replace)
+            except Exception as exc:
+                failed.append(exc)
         if failed:
             raise failed[0]
-        return left
 
     def view_definitions(self, database: str, names: Sequence[str]) -> dict[str, object]:
         """What the catalog holds under these names, by name: a view's definition, comparable with

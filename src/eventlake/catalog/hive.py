@@ -19,9 +19,9 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import orjson
@@ -39,8 +39,10 @@ from eventlake.storage import hadoop_uri
 # spark.sql.addPartitionInBatch.size; fewer statements save its per-statement table look-ups)
 PARTITION_BATCH = 500
 DIRECT_MAX = 20  # up to this many new partitions of a table: through the external catalog, no statement
-# tables whose partitions a commit registers at once, each from its own thread and metastore client
+# tables whose partitions a commit registers at once (views it writes), each from its own thread
+# and metastore client
 PARTITION_THREADS = 2
+_Item = TypeVar("_Item")
 
 
 # Spark's JSON names of the atomic types that differ from their SQL (catalog) names
@@ -275,43 +277,68 @@ class HiveCatalog(Catalog):
 
     def add_partitions_of(self, tables: Sequence[tuple[TableSpec, Sequence[tuple[str, ...]]]]) -> None:
         """As :meth:`add_partitions` for each table, the tables of more than :data:`DIRECT_MAX`
-        partitions :data:`PARTITION_THREADS` at a time, each thread with its own metastore client:
-        the metastore's work for a partition (DataNucleus and Derby in the embedded one, a database
-        round trip in a service) is most of a first sync's commit, and one table's request need not
-        wait for another's (``bench/partitions.py``: 2,520 partitions of 35 tables). The threads
-        are the catalog's for its life (a long-lived ``up`` makes no new JVM threads, no new
-        metastore clients or stores, at each commit). A failure, or an interruption of the caller,
-        stops the threads taking more tables; the first failure is raised once they stop."""
+        partitions on the catalog's threads (:meth:`_on_threads`), each with its own metastore
+        client: the metastore's work for a partition (DataNucleus and Derby in the embedded one, a
+        database round trip in a service) is most of a first sync's commit, and one table's request
+        need not wait for another's (``bench/partitions.py``: 2,520 partitions of 35 tables). A
+        failure stops the threads taking more tables, and is raised."""
         many = [(spec, partitions) for spec, partitions in tables if len(partitions) > DIRECT_MAX]
         if len(many) < 2:
             super().add_partitions_of(tables)
             return
+        self._on_threads(many, lambda table: self.add_partitions(*table))
+        super().add_partitions_of([table for table in tables if len(table[1]) <= DIRECT_MAX])
+
+    def write_views(self, database: str, writes: Sequence[tuple[View, bool]]) -> None:
+        """As :meth:`Catalog.write_views`, on the catalog's threads (:meth:`_on_threads`): Spark
+        analyses each view (``tracks`` reads every track table) on one core, and a first sync
+        writes one per event."""
+        if len(writes) < 2:
+            super().write_views(database, writes)
+            return
+        failed: list[Exception] = []
+
+        def write(item: tuple[View, bool]) -> None:
+            try:
+                self.write_view(database, *item)
+            except Exception as exc:  # the others are still written
+                failed.append(exc)
+
+        self._on_threads(writes, write)
+        if failed:
+            raise failed[0]
+
+    def _on_threads(self, items: Sequence[_Item], work: Callable[[_Item], None]) -> None:
+        """``work`` of each item, :data:`PARTITION_THREADS` items at a time in the order given, on
+        the catalog's own threads (made at the first call and kept for the catalog's life: a
+        long-lived ``up`` makes no new JVM threads, metastore clients or embedded-metastore stores
+        at each commit). A failure, or an interruption of the caller, stops the threads taking more
+        items; the first failure is raised once they stop."""
         self._jvm()  # the JVM objects, looked up once before the threads share them
         if self._threads is None:
-            self._threads = ThreadPoolExecutor(PARTITION_THREADS, thread_name_prefix="eventlake-partitions")
-        pending, taking, failed = iter(many), threading.Lock(), threading.Event()
+            self._threads = ThreadPoolExecutor(PARTITION_THREADS, thread_name_prefix="eventlake-catalog")
+        pending, taking, failed = iter(range(len(items))), threading.Lock(), threading.Event()
 
-        def register() -> None:
+        def take() -> None:
             try:
                 while not failed.is_set():
                     with taking:
-                        table = next(pending, None)
-                    if table is None:
+                        index = next(pending, None)
+                    if index is None:
                         return
-                    self.add_partitions(*table)
+                    work(items[index])
             except BaseException:
                 failed.set()
                 raise
 
-        running = [self._threads.submit(register) for _ in range(PARTITION_THREADS)]
+        running = [self._threads.submit(take) for _ in range(PARTITION_THREADS)]
         try:
             for done in running:
                 done.result()  # the first failure, raised here
         except BaseException:
             failed.set()
-            wait(running)  # (each finishes the table it holds)
+            wait(running)  # (each finishes the item it holds)
             raise
-        super().add_partitions_of([table for table in tables if len(table[1]) <= DIRECT_MAX])
 
     def set_partition_location(
         self,
