@@ -16,7 +16,7 @@ import pytest
 from eventlake import layout, state_layout
 from eventlake.catalog import base
 from eventlake.catalog.base import Catalog, Column, TableSpec
-from eventlake.catalog.repair import repair_catalog, repair_table, table_partitions
+from eventlake.catalog.repair import repair_catalog, repair_table, repair_tables, table_partitions
 from eventlake.catalog.schema_file import read_schema_files
 from eventlake.config import CatalogSettings, LakeSettings, Settings, SourceSettings
 from eventlake.config.settings import Secret
@@ -322,3 +322,26 @@ def test_a_copied_or_moved_lake_is_read_where_it_is_now(tmp_path: Path) -> None:
     assert spec.location == str(layout.table_dir(copy, "S1", "page"))
     shutil.rmtree(copy / layout.DATA / "data")  # not there: the recorded location stands
     assert read_schema_files(LocalStorage(), copy)[0].location == str(location)
+
+
+def test_the_partitions_of_every_table_go_to_the_catalog_in_one_call(tmp_path: Path) -> None:
+    """(A Hive metastore then registers several tables at once: ``HiveCatalog.add_partitions_of``.)"""
+    specs = [
+        TableSpec("web", name, COLUMNS, ("day", "hr"), str(tmp_path / name)) for name in ("page", "track_a")
+    ]
+    for spec in specs:
+        touch(Path(spec.location) / "day=2026-11-20" / "hr=07" / "part-0.parquet")
+    touch(Path(specs[1].location) / "day=2026-11-20" / "hr=08" / "part-0.parquet")
+    calls: list[list[str]] = []
+
+    class Watched(MemoryCatalog):
+        def add_partitions_of(self, tables: Sequence[tuple[TableSpec, Sequence[tuple[str, ...]]]]) -> None:
+            calls.append([spec.name for spec, _ in tables])
+            super().add_partitions_of(tables)
+
+    catalog, said = Watched(), []
+    repaired = repair_tables(catalog, DISK, specs, said.append)
+    assert calls == [["page", "track_a"]]
+    assert said == ["registering the 3 partitions of 2 tables the catalog may lack ..."]
+    assert [(t.table, t.created, t.partitions) for t in repaired] == [("page", True, 1), ("track_a", True, 2)]
+    assert catalog.partitions("web", "track_a") == [("2026-11-20", "07"), ("2026-11-20", "08")]

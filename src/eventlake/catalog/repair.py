@@ -125,33 +125,52 @@ class RepairResult:
 
 def repair_table(catalog: Catalog, storage: Storage, spec: TableSpec) -> RepairedTable:
     """Bring one table of the catalog in line with its schema file and its partition folders."""
-    existing = catalog.table_columns(spec.database, spec.name)
-    added = catalog.ensure_table(spec)
-    notice = ""
-    if existing is not None:
-        declared = dict(spec.columns)
-        differ = [f"{n} {t} (schema file: {declared[n]})" for n, t in existing if declared.get(n, t) != t]
-        if differ:
-            notice = "catalog types differ from the schema file: " + ", ".join(differ)
-    listed = table_partitions(storage, spec)
-    partitions = listed.all
-    if partitions:
-        catalog.add_partitions(spec, partitions)
-    for (
-        values,
-        version,
-    ) in listed.moved.items():  # rewritten on an object store: the catalog reads the version
-        location = str(layout.version_dir(to_location(spec.partition_location(values)), version))
-        catalog.set_partition_location(spec.database, spec.name, spec.partition_keys, values, location)
-    return RepairedTable(
-        spec.database,
-        spec.name,
-        existing is None,
-        added if existing is not None else (),
-        len(partitions),
-        spec.location,
-        notice,
-    )
+    (repaired,) = repair_tables(catalog, storage, [spec])
+    return repaired
+
+
+def repair_tables(
+    catalog: Catalog, storage: Storage, specs: Sequence[TableSpec], say: Say | None = None
+) -> list[RepairedTable]:
+    """Bring these tables of the catalog in line with their schema files and partition folders:
+    every table and its columns first, then all their partitions in one
+    :meth:`~eventlake.catalog.base.Catalog.add_partitions_of` (several tables at once on a Hive
+    metastore), then the locations of the partitions a rewrite moved."""
+    found = []
+    for spec in specs:
+        existing = catalog.table_columns(spec.database, spec.name)
+        added = catalog.ensure_table(spec)
+        notice = ""
+        if existing is not None:
+            declared = dict(spec.columns)
+            differ = [f"{n} {t} (schema file: {declared[n]})" for n, t in existing if declared.get(n, t) != t]
+            if differ:
+                notice = "catalog types differ from the schema file: " + ", ".join(differ)
+        found.append((spec, existing, added, notice, table_partitions(storage, spec)))
+    registering = [(spec, listed.all) for spec, _, _, _, listed in found if listed.all]
+    if say is not None and registering:
+        count = sum(len(partitions) for _, partitions in registering)
+        say(f"registering the {count} partitions of {len(registering)} tables the catalog may lack ...")
+    catalog.add_partitions_of(registering)
+    for spec, _, _, _, listed in found:
+        for (
+            values,
+            version,
+        ) in listed.moved.items():  # rewritten on an object store: the catalog reads the version
+            location = str(layout.version_dir(to_location(spec.partition_location(values)), version))
+            catalog.set_partition_location(spec.database, spec.name, spec.partition_keys, values, location)
+    return [
+        RepairedTable(
+            spec.database,
+            spec.name,
+            existing is None,
+            added if existing is not None else (),
+            len(listed.all),
+            spec.location,
+            notice,
+        )
+        for spec, existing, added, notice, listed in found
+    ]
 
 
 def repair_catalog(
@@ -194,9 +213,8 @@ def repair_catalog(
 
 
 def _repair(catalog: Catalog, storage: Storage, specs: Sequence[TableSpec], say: Say) -> RepairResult:
-    repaired = []
-    for spec in specs:
-        table = repair_table(catalog, storage, spec)
+    repaired = repair_tables(catalog, storage, specs, say)
+    for spec, table in zip(specs, repaired, strict=True):
         added = ", ".join(n for n, _ in table.columns_added)
         say(
             f"{spec.qualified}: {'created' if table.created else 'present'}, "
@@ -204,7 +222,6 @@ def _repair(catalog: Catalog, storage: Storage, specs: Sequence[TableSpec], say:
             + (f", columns added: {added}" if added else "")
             + (f"; {table.notice}" if table.notice else "")
         )
-        repaired.append(table)
     views = []
     for database, found in database_views(specs):
         left = catalog.replace_views(database, found.views)
