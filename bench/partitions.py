@@ -13,7 +13,7 @@ fresh temporary project with a real Spark session, four ways, each on its own ta
 
 then registers every table's partitions a second time (a rerun after a crash: all exist) with the
 100-per-statement way and with the catalog. Last, a commit's way: every table's partitions in one
-``HiveCatalog.add_partitions_of`` call (``PARTITION_THREADS`` tables at a time, each thread with
+``HiveCatalog.add_partitions_of`` call (``CATALOG_THREADS`` tables at a time, each thread with
 its own metastore client) against the catalog's ``add_partitions`` table after table, each on
 fresh tables, twice in turn. The first ways take turns table by table, the commit's way and its
 baseline round by round, so load from other processes on the machine falls on all of them
@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eventlake.catalog import TableSpec
-from eventlake.catalog.hive import PARTITION_THREADS, HiveCatalog
+from eventlake.catalog.hive import CATALOG_THREADS, HiveCatalog
 from eventlake.config import load_settings, write_initial_config
 from eventlake.jvm.session import spark_session
 from eventlake.storage import hadoop_uri
@@ -159,7 +159,7 @@ def run(work: Path, tables: int, days: int) -> None:
         for spec in specs[name][:3] + specs[name][-1:]:
             assert catalog.partitions(spec.database, spec.name) == partitions, (name, spec.qualified)
 
-    commit = {"one table after another": 0.0, f"{PARTITION_THREADS} tables at a time": 0.0}
+    commit = {"one table after another": 0.0, f"{CATALOG_THREADS} tables at a time": 0.0}
     for turn in range(2):
         for index, name in enumerate(commit):
             fresh = [
@@ -192,7 +192,7 @@ def run(work: Path, tables: int, days: int) -> None:
     for label, s in commit.items():
         print(f"  {label:30s} {s:8.1f} s  {s / (2 * total) * 1000:6.2f} ms/partition")
     serial, threaded = commit.values()
-    print(f"  one after another / {PARTITION_THREADS} at a time: {serial / threaded:6.2f}x")
+    print(f"  one after another / {CATALOG_THREADS} at a time: {serial / threaded:6.2f}x")
 
 
 if __name__ == "__main__":

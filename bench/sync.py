@@ -711,14 +711,12 @@ def main() -> None:
 
     parsers = [name.strip() for name in args.parsers.split(",") if name.strip()]
     duck_walls: list[float] = []
-    duck_rss = 0
+    script = work / "duckdb_baseline.py"
+    script.write_text(DUCKDB_SCRIPT)
 
     def duckdb_baseline(when: str) -> None:
-        nonlocal duck_rss
         out = work / "duckdb-out"
         shutil.rmtree(out, ignore_errors=True)
-        script = work / "duckdb_baseline.py"
-        script.write_text(DUCKDB_SCRIPT)
         wall, duck_rss = timed(
             [sys.executable, str(script), str(project / "lake" / "segment-logs"), str(out)], work
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -174,7 +175,7 @@ def test_the_metastore_client_registers_what_spark_s_statement_registers(
         tuple(field.replace("/sql/", "/client/") if isinstance(field, str) else field for field in row)
         for row in statement
     ]
-    assert statements.adds == [("client", 3), ("sql", 3)]  # no fallback to the statement
+    assert statements.adds == [("client", 3), ("sql", 3)]  # one request each way
     parquet = table(tmp_path)
     hive.ensure_table(parquet)
     hive._add_new(parquet, hours(1)[:2])
@@ -262,7 +263,7 @@ def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_on_the_catal
     hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     specs = _tables(hive, tmp_path, 6)
-    both_in = threading.Barrier(hive_module.PARTITION_THREADS, timeout=60)
+    both_in = threading.Barrier(hive_module.CATALOG_THREADS, timeout=60)
     clients: dict[str, set[int]] = {}
     add_new = HiveCatalog._add_new
 
@@ -377,7 +378,7 @@ def test_views_are_written_two_at_a_time_on_the_catalogs_threads(
     hive.ensure_database(database)
     for name, columns in tables.items():
         hive.create_table(TableSpec(database, name, columns, ("day", "hr"), str(tmp_path / name)))
-    both_in = threading.Barrier(hive_module.PARTITION_THREADS, timeout=60)
+    both_in = threading.Barrier(hive_module.CATALOG_THREADS, timeout=60)
     threads: dict[str, list[str]] = {}
     write_view = HiveCatalog.write_view
 
@@ -396,6 +397,27 @@ def test_views_are_written_two_at_a_time_on_the_catalogs_threads(
     assert sorted(sum(threads.values(), [])) == sorted(v.name for v in views)  # each once
     assert set(hive.list_tables(database)) == {*tables, *(v.name for v in views)}
     assert hive.spark.sql(f"SELECT count(*) FROM {database}.tracks").collect()[0][0] == 0
+
+
+@pytest.mark.spark
+def test_the_failure_raised_is_the_first_view_s_in_order_whichever_thread_fails_first(
+    hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    views = _views("db", {name: (*COLUMNS, ("event", "string")) for name in ("track_a", "track_b")})
+    first, later = views[0].name, views[-1].name
+    written: list[str] = []
+
+    def failing(catalog: HiveCatalog, database: str, view: View, replace: bool) -> None:
+        if view.name == first:
+            time.sleep(0.5)  # the later view fails first in time
+        if view.name in (first, later):
+            raise ValueError(view.name)
+        written.append(view.name)
+
+    monkeypatch.setattr(HiveCatalog, "write_view", failing)
+    with pytest.raises(ValueError, match=f"^{first}$"):
+        hive.write_views("db", [(view, False) for view in views])
+    assert sorted(written) == sorted(v.name for v in views[1:-1])  # the others still written
 
 
 @pytest.mark.spark

@@ -342,6 +342,10 @@ def test_the_partitions_of_every_table_go_to_the_catalog_in_one_call(tmp_path: P
     catalog, said = Watched(), []
     repaired = repair_tables(catalog, DISK, specs, said.append)
     assert calls == [["page", "track_a"]]
-    assert said == ["registering the 3 partitions of 2 tables the catalog may lack ..."]
+    assert said == [  # each table as it is done, then the partitions of all
+        "web.page: created, 1 partitions",
+        "web.track_a: created, 2 partitions",
+        "registering the 3 partitions of 2 tables the catalog may lack ...",
+    ]
     assert [(t.table, t.created, t.partitions) for t in repaired] == [("page", True, 1), ("track_a", True, 2)]
     assert catalog.partitions("web", "track_a") == [("2026-11-20", "07"), ("2026-11-20", "08")]

@@ -39,9 +39,9 @@ from eventlake.storage import hadoop_uri
 # spark.sql.addPartitionInBatch.size; fewer statements save its per-statement table look-ups)
 PARTITION_BATCH = 500
 DIRECT_MAX = 20  # up to this many new partitions of a table: through the external catalog, no statement
-# tables whose partitions a commit registers at once (views it writes), each from its own thread
-# and metastore client
-PARTITION_THREADS = 2
+# the catalog's threads: the tables whose partitions a commit registers at once (each thread with its
+# own metastore client), the views it writes at once
+CATALOG_THREADS = 2
 _Item = TypeVar("_Item")
 
 
@@ -182,7 +182,7 @@ class HiveCatalog(Catalog):
         if not names:
             return []
         refs = self._jvm()
-        found = refs["external"].getTablesByName(database, refs["PythonUtils"].toSeq(names))
+        found = refs["external"].getTablesByName(database, refs["toSeq"](names))
         described: dict[str, ListedTable] = {}
         tables = found.iterator()
         while tables.hasNext():
@@ -296,27 +296,27 @@ class HiveCatalog(Catalog):
         if len(writes) < 2:
             super().write_views(database, writes)
             return
-        failed: list[Exception] = []
+        failed: list[tuple[int, Exception]] = []
 
-        def write(item: tuple[View, bool]) -> None:
+        def write(item: tuple[int, tuple[View, bool]]) -> None:
             try:
-                self.write_view(database, *item)
+                self.write_view(database, *item[1])
             except Exception as exc:  # the others are still written
-                failed.append(exc)
+                failed.append((item[0], exc))
 
-        self._on_threads(writes, write)
+        self._on_threads(list(enumerate(writes)), write)
         if failed:
-            raise failed[0]
+            raise min(failed, key=lambda found: found[0])[1]  # the first in the order given
 
     def _on_threads(self, items: Sequence[_Item], work: Callable[[_Item], None]) -> None:
-        """``work`` of each item, :data:`PARTITION_THREADS` items at a time in the order given, on
+        """``work`` of each item, :data:`CATALOG_THREADS` items at a time in the order given, on
         the catalog's own threads (made at the first call and kept for the catalog's life: a
         long-lived ``up`` makes no new JVM threads, metastore clients or embedded-metastore stores
         at each commit). A failure, or an interruption of the caller, stops the threads taking more
         items; the first failure is raised once they stop."""
         self._jvm()  # the JVM objects, looked up once before the threads share them
         if self._threads is None:
-            self._threads = ThreadPoolExecutor(PARTITION_THREADS, thread_name_prefix="eventlake-catalog")
+            self._threads = ThreadPoolExecutor(CATALOG_THREADS, thread_name_prefix="eventlake-catalog")
         pending, taking, failed = iter(range(len(items))), threading.Lock(), threading.Event()
 
         def take() -> None:
@@ -331,7 +331,7 @@ class HiveCatalog(Catalog):
                 failed.set()
                 raise
 
-        running = [self._threads.submit(take) for _ in range(PARTITION_THREADS)]
+        running = [self._threads.submit(take) for _ in range(CATALOG_THREADS)]
         try:
             for done in running:
                 done.result()  # the first failure, raised here
@@ -371,7 +371,7 @@ class HiveCatalog(Catalog):
         wanted = {tuple(values): location for values, location in moves}
         jvm = self._jvm()
         shared = _shared_prefix(partition_keys, list(wanted))
-        partial = jvm["Option"].apply(jvm["PythonUtils"].toScalaMap(shared) if shared else None)
+        partial = jvm["option"](jvm["toScalaMap"](shared) if shared else None)
         listed = external.listPartitions(database, table, partial).iterator()
         altered, found = [], set()
         while listed.hasNext():
@@ -382,9 +382,9 @@ class HiveCatalog(Catalog):
                 continue
             found.add(values)
             storage = partition.storage()
-            uri = jvm["CatalogUtils"].stringToURI(hadoop_uri(wanted[values]))
+            uri = jvm["stringToURI"](hadoop_uri(wanted[values]))
             located = storage.copy(
-                jvm["Option"].apply(uri), *(getattr(storage, f"copy$default${i}")() for i in range(2, 8))
+                jvm["option"](uri), *(getattr(storage, f"copy$default${i}")() for i in range(2, 8))
             )
             altered.append(
                 partition.copy(
@@ -393,7 +393,7 @@ class HiveCatalog(Catalog):
                 )
             )  # fmt: skip
         if altered:
-            external.alterPartitions(database, table, jvm["PythonUtils"].toSeq(altered))
+            external.alterPartitions(database, table, jvm["toSeq"](altered))
         missing = [(values, location) for values, location in wanted.items() if values not in found]
         if missing:
             self._create_located(database, table, partition_keys, missing)
@@ -428,7 +428,7 @@ class HiveCatalog(Catalog):
         request.setTableName(table.getTableName())
         request.setRootPath(table.getSd().getLocation())
         request.setSharedSDPartitionSpec(shared)
-        built = refs["IteratorUtils"].toList(refs["PartitionSpecProxies"].get(request).getPartitionIterator())
+        built = refs["to_list"](refs["spec_proxy"](request).getPartitionIterator())
         client.add_partitions(built, True, False)  # ifNotExists, no results wanted
 
     def _metastore_client(self) -> Any:
@@ -439,7 +439,7 @@ class HiveCatalog(Catalog):
         client = getattr(self._clients, "client", None)
         if client is None:
             conf = self._jvm()["external"].unwrapped().client().conf()
-            client = self._clients.client = self._jvm()["RetryingMetaStoreClient"].getProxy(conf, True)
+            client = self._clients.client = self._jvm()["metastore_client"](conf, True)
         return client
 
     def _add_statement(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
@@ -486,12 +486,12 @@ class HiveCatalog(Catalog):
         now = int(time.time() * 1000)
         batch = []
         for values, location in located:
-            uri = jvm["CatalogUtils"].stringToURI(hadoop_uri(location))
-            keys = jvm["PythonUtils"].toScalaMap(dict(zip(partition_keys, values, strict=True)))
-            at = storage.copy(jvm["Option"].apply(uri), *formats)
+            uri = jvm["stringToURI"](hadoop_uri(location))
+            keys = jvm["toScalaMap"](dict(zip(partition_keys, values, strict=True)))
+            at = storage.copy(jvm["option"](uri), *formats)
             batch.append(jvm["CatalogTablePartition"](keys, at, jvm["empty_map"], now, -1, jvm["none"]))
         # ignoreIfExists: they may exist (registered by another writer, or before a crash)
-        external.createPartitions(database, table, jvm["PythonUtils"].toSeq(batch), True)
+        external.createPartitions(database, table, jvm["toSeq"](batch), True)
 
     def _gateway(self) -> Any:
         """The session's py4j view of the JVM (pyspark types it Optional: None once stopped)."""
@@ -500,8 +500,9 @@ class HiveCatalog(Catalog):
         return jvm
 
     def _jvm(self) -> dict[str, Any]:
-        """The JVM objects and classes partition registration uses, looked up once: a class named
-        through py4j's ``jvm.org.apache...`` costs a class path search per dotted name (3 ms)."""
+        """The JVM objects, classes and static methods partition registration uses, looked up
+        once: a class named through py4j's ``jvm.org.apache...`` costs a class path search per
+        dotted name (3 ms), a method of a class a round trip before each call."""
         if not self._jvm_refs:
             gateway = self.spark.sparkContext._gateway
             assert gateway is not None, "the SparkContext is stopped"
@@ -510,25 +511,27 @@ class HiveCatalog(Catalog):
                 return JavaClass(name, gateway._gateway_client)
 
             api = "org.apache.hadoop.hive.metastore.api."
-            catalyst = "org.apache.spark.sql.catalyst.catalog."
             utils = named("org.apache.spark.api.python.PythonUtils")
             option = named("scala.Option")
             self._jvm_refs = {
                 "external": self.spark._jsparkSession.sharedState().externalCatalog(),
-                "CatalogUtils": named(catalyst + "CatalogUtils"),
-                "CatalogTablePartition": named(catalyst + "CatalogTablePartition"),
-                "PythonUtils": utils,
-                "Option": option,
-                "none": option.empty(),
-                "empty_map": utils.toScalaMap({}),
+                "CatalogTablePartition": named("org.apache.spark.sql.catalyst.catalog.CatalogTablePartition"),
                 "PartitionSpec": named(api + "PartitionSpec"),
                 "PartitionSpecWithSharedSD": named(api + "PartitionSpecWithSharedSD"),
-                "PartitionSpecProxies": named(
-                    "org.apache.hadoop.hive.metastore.partition.spec.PartitionSpecProxy$Factory"
-                ),
                 "TDeserializer": named("org.apache.thrift.TDeserializer"),
-                "IteratorUtils": named("org.apache.commons.collections4.IteratorUtils"),
-                "RetryingMetaStoreClient": named("org.apache.hadoop.hive.metastore.RetryingMetaStoreClient"),
+                "stringToURI": named("org.apache.spark.sql.catalyst.catalog.CatalogUtils").stringToURI,
+                "toScalaMap": utils.toScalaMap,
+                "toSeq": utils.toSeq,
+                "option": option.apply,  # Some(value), None for None
+                "none": option.empty(),
+                "empty_map": utils.toScalaMap({}),
+                "spec_proxy": named(
+                    "org.apache.hadoop.hive.metastore.partition.spec.PartitionSpecProxy$Factory"
+                ).get,
+                "to_list": named("org.apache.commons.collections4.IteratorUtils").toList,
+                "metastore_client": named(
+                    "org.apache.hadoop.hive.metastore.RetryingMetaStoreClient"
+                ).getProxy,
             }
         return self._jvm_refs
 
@@ -557,7 +560,7 @@ class HiveCatalog(Catalog):
             return set()
         refs = self._jvm()
         shared = _shared_prefix(spec.partition_keys, partitions)
-        partial = refs["Option"].apply(refs["PythonUtils"].toScalaMap(shared) if shared else None)
+        partial = refs["option"](refs["toScalaMap"](shared) if shared else None)
         external = refs["external"]
         try:
             names = external.listPartitionNames(spec.database, spec.name, partial).mkString("\n")
@@ -579,7 +582,7 @@ class HiveCatalog(Catalog):
         external = self._jvm()["external"]
         if not names or not external.databaseExists(database):
             return {}
-        found = external.getTablesByName(database, self._jvm()["PythonUtils"].toSeq(list(names)))
+        found = external.getTablesByName(database, self._jvm()["toSeq"](list(names)))
         held: dict[str, object] = {}
         tables = found.iterator()
         while tables.hasNext():

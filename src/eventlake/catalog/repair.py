@@ -133,10 +133,10 @@ def repair_tables(
     catalog: Catalog, storage: Storage, specs: Sequence[TableSpec], say: Say | None = None
 ) -> list[RepairedTable]:
     """Bring these tables of the catalog in line with their schema files and partition folders:
-    every table and its columns first, then all their partitions in one
-    :meth:`~eventlake.catalog.base.Catalog.add_partitions_of` (several tables at once on a Hive
-    metastore), then the locations of the partitions a rewrite moved."""
-    found = []
+    every table and its columns first (each said as it is done), then every table's partitions in
+    one :meth:`~eventlake.catalog.base.Catalog.add_partitions_of` (several tables at once on a Hive
+    metastore); the partitions a rewrite moved go straight to their version folders."""
+    repaired, registering = [], []
     for spec in specs:
         existing = catalog.table_columns(spec.database, spec.name)
         added = catalog.ensure_table(spec)
@@ -146,31 +146,34 @@ def repair_tables(
             differ = [f"{n} {t} (schema file: {declared[n]})" for n, t in existing if declared.get(n, t) != t]
             if differ:
                 notice = "catalog types differ from the schema file: " + ", ".join(differ)
-        found.append((spec, existing, added, notice, table_partitions(storage, spec)))
-    registering = [(spec, listed.all) for spec, _, _, _, listed in found if listed.all]
+        listed = table_partitions(storage, spec)
+        if listed.moved:  # rewritten on an object store: the catalog reads the version folder
+            moves = [
+                (values, str(layout.version_dir(to_location(spec.partition_location(values)), version)))
+                for values, version in listed.moved.items()
+            ]
+            catalog.set_partition_locations(spec.database, spec.name, spec.partition_keys, moves)
+        in_place = [values for values in listed.all if values not in listed.moved]
+        if in_place:
+            registering.append((spec, in_place))
+        table = RepairedTable(
+            spec.database, spec.name, existing is None, added if existing is not None else (),
+            len(listed.all), spec.location, notice,
+        )  # fmt: skip
+        repaired.append(table)
+        if say is not None:
+            columns = ", ".join(n for n, _ in table.columns_added)
+            say(
+                f"{spec.qualified}: {'created' if table.created else 'present'}, "
+                f"{table.partitions} partitions"
+                + (f", columns added: {columns}" if columns else "")
+                + (f"; {table.notice}" if table.notice else "")
+            )
     if say is not None and registering:
         count = sum(len(partitions) for _, partitions in registering)
         say(f"registering the {count} partitions of {len(registering)} tables the catalog may lack ...")
     catalog.add_partitions_of(registering)
-    for spec, _, _, _, listed in found:
-        for (
-            values,
-            version,
-        ) in listed.moved.items():  # rewritten on an object store: the catalog reads the version
-            location = str(layout.version_dir(to_location(spec.partition_location(values)), version))
-            catalog.set_partition_location(spec.database, spec.name, spec.partition_keys, values, location)
-    return [
-        RepairedTable(
-            spec.database,
-            spec.name,
-            existing is None,
-            added if existing is not None else (),
-            len(listed.all),
-            spec.location,
-            notice,
-        )
-        for spec, existing, added, notice, listed in found
-    ]
+    return repaired
 
 
 def repair_catalog(
@@ -214,14 +217,6 @@ def repair_catalog(
 
 def _repair(catalog: Catalog, storage: Storage, specs: Sequence[TableSpec], say: Say) -> RepairResult:
     repaired = repair_tables(catalog, storage, specs, say)
-    for spec, table in zip(specs, repaired, strict=True):
-        added = ", ".join(n for n, _ in table.columns_added)
-        say(
-            f"{spec.qualified}: {'created' if table.created else 'present'}, "
-            f"{table.partitions} partitions"
-            + (f", columns added: {added}" if added else "")
-            + (f"; {table.notice}" if table.notice else "")
-        )
     views = []
     for database, found in database_views(specs):
         left = catalog.replace_views(database, found.views)
