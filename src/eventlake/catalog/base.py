@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eventlake import layout
 from eventlake.config.settings import CatalogKind
@@ -13,6 +13,8 @@ from eventlake.errors import ConfigError, DependencyError
 from eventlake.jvm.connectors import S3A_CLASS, has_class
 from eventlake.schema.warehouse import View
 from eventlake.storage import storage_scheme
+
+_Item = TypeVar("_Item")
 
 if TYPE_CHECKING:
     from eventlake.config import Settings
@@ -189,16 +191,25 @@ class Catalog(ABC):
         return left
 
     def write_views(self, database: str, writes: Sequence[tuple[View, bool]]) -> None:
-        """:meth:`write_view` of each ``(view, replace)``, one after another; when one fails the
-        others are still written and the first failure is raised."""
-        failed: list[Exception] = []
-        for view, replace in writes:
+        """:meth:`write_view` of each ``(view, replace)`` (through :meth:`each`); when one fails the
+        others are still written and the first failure in the order given is raised."""
+        failed: list[tuple[int, Exception]] = []
+
+        def write(item: tuple[int, tuple[View, bool]]) -> None:
             try:
-                self.write_view(database, view, replace)
-            except Exception as exc:
-                failed.append(exc)
+                self.write_view(database, *item[1])
+            except Exception as exc:  # the others are still written
+                failed.append((item[0], exc))
+
+        self.each(list(enumerate(writes)), write)
         if failed:
-            raise failed[0]
+            raise min(failed, key=lambda found: found[0])[1]
+
+    def each(self, items: Sequence[_Item], work: Callable[[_Item], None]) -> None:
+        """``work`` of each item, one after another; a back end may run several at once (the Hive
+        catalog on its own threads). A failure stops the items not taken yet and is raised."""
+        for item in items:
+            work(item)
 
     def view_definitions(self, database: str, names: Sequence[str]) -> dict[str, object]:
         """What the catalog holds under these names, by name: a view's definition, comparable with

@@ -299,7 +299,7 @@ class HiveCatalog(Catalog):
 
     def add_partitions_of(self, tables: Sequence[tuple[TableSpec, Sequence[tuple[str, ...]]]]) -> None:
         """As :meth:`add_partitions` for each table, the tables of more than :data:`DIRECT_MAX`
-        partitions on the catalog's threads (:meth:`_on_threads`), each with its own metastore
+        partitions on the catalog's threads (:meth:`each`), each with its own metastore
         client: the metastore's work for a partition (DataNucleus and Derby in the embedded one, a
         database round trip in a service) is most of a first sync's commit, and one table's request
         need not wait for another's (``bench/partitions.py``: 2,520 partitions of 35 tables). A
@@ -308,34 +308,19 @@ class HiveCatalog(Catalog):
         if len(many) < 2:
             super().add_partitions_of(tables)
             return
-        self._on_threads(many, lambda table: self.add_partitions(*table))
+        self.each(many, lambda table: self.add_partitions(*table))
         super().add_partitions_of([table for table in tables if len(table[1]) <= DIRECT_MAX])
 
-    def write_views(self, database: str, writes: Sequence[tuple[View, bool]]) -> None:
-        """As :meth:`Catalog.write_views`, on the catalog's threads (:meth:`_on_threads`): Spark
-        analyses each view (``tracks`` reads every track table) on one core, and a first sync
-        writes one per event."""
-        if len(writes) < 2:
-            super().write_views(database, writes)
-            return
-        failed: list[tuple[int, Exception]] = []
-
-        def write(item: tuple[int, tuple[View, bool]]) -> None:
-            try:
-                self.write_view(database, *item[1])
-            except Exception as exc:  # the others are still written
-                failed.append((item[0], exc))
-
-        self._on_threads(list(enumerate(writes)), write)
-        if failed:
-            raise min(failed, key=lambda found: found[0])[1]  # the first in the order given
-
-    def _on_threads(self, items: Sequence[_Item], work: Callable[[_Item], None]) -> None:
+    def each(self, items: Sequence[_Item], work: Callable[[_Item], None]) -> None:
         """``work`` of each item, :data:`CATALOG_THREADS` items at a time in the order given, on
         the catalog's own threads (made at the first call and kept for the catalog's life: a
         long-lived ``up`` makes no new JVM threads, metastore clients or embedded-metastore stores
-        at each commit). A failure, or an interruption of the caller, stops the threads taking more
-        items; the first failure is raised once they stop."""
+        at each commit): the metastore's work for a commit's partitions, Spark's analysis of its
+        views. A failure, or an interruption of the caller, stops the threads taking more items;
+        the first failure is raised once they stop."""
+        if len(items) < 2:
+            super().each(items, work)
+            return
         self._jvm()  # the JVM objects, looked up once before the threads share them
         if self._threads is None:
             self._threads = ThreadPoolExecutor(CATALOG_THREADS, thread_name_prefix="eventlake-catalog")
