@@ -8,17 +8,22 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from eventlake.storage import Location, Storage
 from eventlake.sync.index.dedupe_index import index_files, seen
+from eventlake.sync.pipeline.plan import Kind
 from eventlake.sync.protocol.cutoffs import dedupe_since
 
 # the driver looks a run's distinct ids up in the index this many at a time (each pass: the ids'
 # strings and 24-byte keys, well under 1 GiB): a bigger run is split by the hash of its ids
 LOOKUP_IDS = 5_000_000
+
+# what the dedupe says of each row it drops: its position, and its kind (see .plan.observe)
+DROPPED = ("position", "segment_type", "shape", "collisions")
 
 
 def dedupe(
@@ -32,12 +37,14 @@ def dedupe(
     messages: int | None = None,
     filters: Path | None = None,
 ) -> DataFrame:
-    """The ``position`` of each ``valid`` row to drop: every copy of a messageId but the first
-    (earliest received; then the smaller hash of its archive line, then the earlier position), and every
-    row whose messageId is in the dedupe ``index`` received up to ``window_days`` before the run's
-    first message (and, for a replay, before ``until``: the range's own ids are in the index from
-    the syncs that first brought them). ``messages``: how many ``valid`` rows there are, if known.
-    ``filters``: where the key files' filters are copied on an object store (see :func:`.seen`).
+    """The ``position`` and :data:`~.plan.Kind` (``segment_type``, ``shape``, ``collisions``) of
+    each ``valid`` row to drop (a row may be named twice: a repeat of an id the index holds):
+    every copy of a messageId but the first (earliest received; then the smaller hash of its
+    archive line, then the earlier position), and every row whose messageId is in the dedupe
+    ``index`` received up to ``window_days`` before the run's first message (and, for a replay,
+    before ``until``: the range's own ids are in the index from the syncs that first brought them).
+    ``messages``: how many ``valid`` rows there are, if known. ``filters``: where the key files'
+    filters are copied on an object store (see :func:`.seen`).
 
     The index is looked up in the driver (:func:`.dedupe_index.seen`: of each file only the
     buckets of the run's keys), :data:`LOOKUP_IDS` distinct ids at a time. Only message ids and
@@ -52,7 +59,7 @@ def dedupe(
         valid.join(repeated, "message_id", "left_semi")
         .withColumn("_n", F.row_number().over(first))
         .filter("_n > 1")
-        .select("position")
+        .select(*DROPPED)
     )
     since = dedupe_since(first_received, window_days) if first_received is not None else None
     files = index_files(storage, index, since) if since is not None else []
@@ -73,6 +80,19 @@ def dedupe(
         if len(synced):
             frame = spark.createDataFrame(pa.table({"message_id": synced}))  # a local relation
             drop = drop.unionByName(
-                valid.join(F.broadcast(frame), "message_id", "left_semi").select("position")
+                valid.join(F.broadcast(frame), "message_id", "left_semi").select(*DROPPED)
             )
     return drop
+
+
+def dropped_rows(dropped: pa.Table) -> tuple[pa.Array, list[Kind]]:
+    """:func:`dedupe`'s rows (as Arrow) each once: their positions and their kinds, in one order."""
+    _, first = np.unique(dropped.column("position").to_numpy(), return_index=True)
+    once = dropped.take(pa.array(first, pa.int64()))
+    kinds = [
+        (segment_type, shape, tuple(collisions or ()))
+        for segment_type, shape, collisions in zip(
+            *(once.column(c).to_pylist() for c in DROPPED[1:]), strict=True
+        )
+    ]
+    return once.column("position").combine_chunks(), kinds

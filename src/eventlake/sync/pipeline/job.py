@@ -31,7 +31,7 @@ from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say, prefixed
 from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.lease import LeaseLostError
-from eventlake.sync.pipeline.dedupe import dedupe
+from eventlake.sync.pipeline.dedupe import dedupe, dropped_rows
 from eventlake.sync.pipeline.plan import Observed, Plan, TablePlan, count_parsed, observe, plan_tables
 from eventlake.sync.pipeline.quarantine import QUARANTINE_TABLE, quarantine_table, stage_invalid_messages
 from eventlake.sync.pipeline.read import files_frame
@@ -341,7 +341,7 @@ def table_outcome(
 
 class SparkStager:
     """The parse and write passes as a Spark job (the default :class:`Stager`): the parse workers
-    (:func:`.transform.parse_files`) in ``mapInArrow``, count, dedupe and observe in Spark, the write
+    (:func:`.transform.parse_files`) in ``mapInArrow``, count and dedupe in Spark, the write
     workers (:func:`.write.write_segment_types`) in Spark tasks."""
 
     def __init__(self, spark: SparkSession | None) -> None:
@@ -372,19 +372,15 @@ class SparkStager:
         invalid = totals.get((False, False), (0, None))[0]
         blocked_users = totals.get((False, True), (0, None))[0]
         valid_rows = parsed.filter(F.col("ok")).drop("ok", "reason", "raw", "types")
-        drop = dedupe(
-            self.spark, valid_rows, first_received, state_layout.dedupe_index_dir(run.lake, run.source.id),
-            run.source.dedupe_window_days, run.storage, until=run.selection.until(),
-            messages=valid,
-            filters=state_layout.dedupe_filter_dir(run.settings.lake.state_dir, run.source.id),
-        ).toArrow()  # fmt: skip
-        deduped = (  # (the positions as a local relation: broadcast without a Spark job)
-            valid_rows.join(F.broadcast(self.spark.createDataFrame(drop)), "position", "left_anti")
-            if drop.num_rows
-            else valid_rows
-        )
-        observed = observe(deduped, shapes)
-        positions = drop.column(0).combine_chunks()
+        positions, dropped = dropped_rows(
+            dedupe(
+                self.spark, valid_rows, first_received,
+                state_layout.dedupe_index_dir(run.lake, run.source.id), run.source.dedupe_window_days,
+                run.storage, until=run.selection.until(), messages=valid,
+                filters=state_layout.dedupe_filter_dir(run.settings.lake.state_dir, run.source.id),
+            ).toArrow()
+        )  # fmt: skip
+        observed = observe(counted.kinds, dropped, shapes)  # no pass over the messages again
         return ParsedRun(
             valid, invalid, blocked_users, first_received, positions, observed, parsed, counted.damaged
         )

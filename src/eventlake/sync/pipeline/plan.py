@@ -3,6 +3,7 @@ on tables per database."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -51,6 +52,10 @@ class Observed:
         return sum(self.counts.values())
 
 
+# a kind of valid message, as the parse pass counts them: (segment type, shape, its name collisions)
+Kind = tuple[str, str, tuple[str, ...]]
+
+
 @dataclass(frozen=True)
 class Parsed:
     """What a run's ``parsed`` rows hold (see :func:`count_parsed`)."""
@@ -58,22 +63,26 @@ class Parsed:
     totals: dict[tuple[bool, bool], tuple[int, datetime | None]]  # (ok, dropped) -> (n, earliest)
     shapes: dict[str, dict[str, str]]  # shape name -> column types
     damaged: dict[str, str]  # a damaged archive file's location -> its problem (none of its lines read)
+    kinds: dict[Kind, int]  # the valid messages (not a suppressed user's) by kind
 
 
 def count_parsed(parsed: DataFrame) -> Parsed:
     """One aggregation of a run's ``parsed`` rows (see :mod:`.transform`): ``(ok, dropped)`` ->
     (messages, earliest received time), where ``dropped`` marks a suppressed user's messages; the
-    run's shapes (name -> column types), from its shape rows; and its damaged archive files, from
-    their rows (``ok`` and ``shape`` null)."""
+    valid messages by :data:`Kind` (what :func:`observe` needs once the dedupe's rows are taken
+    out: no second pass over the messages); the run's shapes (name -> column types), from its
+    shape rows; and its damaged archive files, from their rows (``ok`` and ``shape`` null)."""
     dropped = F.coalesce(F.col("reason") == F.lit(SUPPRESSED), F.lit(False)).alias("dropped")
+    valid = F.col("ok") & ~dropped
     # null for a message: not collected
     shape = F.when(F.col("ok").isNull(), F.struct("shape", "types", "reason", "raw"))
     totals: dict[tuple[bool, bool], tuple[int, datetime | None]] = {}
     shapes: dict[str, dict[str, str]] = {}
     damaged: dict[str, str] = {}
-    aggregated = parsed.groupBy("ok", dropped).agg(
-        F.count("*").alias("n"), F.min("received_at").alias("first"), F.collect_list(shape).alias("shapes")
-    )
+    kinds: dict[Kind, int] = {}
+    aggregated = parsed.groupBy(
+        "ok", dropped, *(F.when(valid, F.col(c)).alias(c) for c in ("segment_type", "shape", "collisions"))
+    ).agg(F.count("*").alias("n"), F.min("received_at").alias("first"), F.collect_list(shape).alias("shapes"))
     for row in aggregated.collect():
         if row["ok"] is None:
             for s in row["shapes"]:
@@ -81,28 +90,41 @@ def count_parsed(parsed: DataFrame) -> Parsed:
                     damaged[s["raw"]] = s["reason"]
                 else:
                     shapes[s["shape"]] = s["types"]
-        else:
-            totals[(row["ok"], row["dropped"])] = (row["n"], row["first"])
-    return Parsed(totals, shapes, damaged)
+            continue
+        key = (row["ok"], row["dropped"])
+        n, first = totals.get(key, (0, None))
+        totals[key] = (n + row["n"], min((t for t in (first, row["first"]) if t is not None), default=None))
+        if row["ok"] and not row["dropped"]:
+            kind = (row["segment_type"], row["shape"], tuple(row["collisions"] or ()))
+            kinds[kind] = kinds.get(kind, 0) + row["n"]
+    return Parsed(totals, shapes, damaged, kinds)
 
 
-def observe(deduped: DataFrame, shapes: dict[str, dict[str, str]]) -> Observed:
-    """Count the ``deduped`` messages and gather their types (each message names one of the run's
-    ``shapes``, see :func:`count_parsed`) and name collisions."""
-    groups = deduped.groupBy("segment_type", "shape").agg(
-        F.count("*").alias("n"), F.array_distinct(F.flatten(F.collect_set("collisions"))).alias("collisions")
-    )
+def observe(kinds: dict[Kind, int], dropped: Iterable[Kind], shapes: dict[str, dict[str, str]]) -> Observed:
+    """What the deduplicated messages hold: the valid messages by kind (:func:`count_parsed`)
+    less those the dedupe drops (``dropped``: the kind of each row it drops, once), their counts by
+    segment type, the value types of their shapes (see :func:`count_parsed`) and their name
+    collisions."""
+    left = dict(kinds)
+    for one in dropped:
+        left[one] = left.get(one, 0) - 1
     counts: dict[str, int] = {}
     types: dict[str, dict[str, set[str]]] = {}
     collisions: dict[str, list[str]] = {}
-    for row in groups.collect():
-        counts[row["segment_type"]] = counts.get(row["segment_type"], 0) + row["n"]
-        columns = types.setdefault(row["segment_type"], {})
-        for column, kind in shapes[row["shape"]].items():
+    for (segment_type, shape, found), n in sorted(left.items()):
+        if n < 0:
+            raise RuntimeError(
+                f"the dedupe dropped more {segment_type!r} messages of shape {shape!r} than were read"
+            )
+        if n == 0:
+            continue
+        counts[segment_type] = counts.get(segment_type, 0) + n
+        columns = types.setdefault(segment_type, {})
+        for column, kind in shapes[shape].items():
             columns.setdefault(column, set()).add(kind)
-        if row["collisions"]:
-            seen = collisions.setdefault(row["segment_type"], [])
-            seen.extend(c for c in row["collisions"] if c not in seen)
+        if found:
+            seen = collisions.setdefault(segment_type, [])
+            seen.extend(c for c in found if c not in seen)
     return Observed(counts, types, collisions)
 
 
