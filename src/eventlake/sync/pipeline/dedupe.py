@@ -47,11 +47,12 @@ def dedupe(
     filters are copied on an object store (see :func:`.seen`).
 
     The index is looked up in the driver (:func:`.dedupe_index.seen`: of each file only the
-    buckets of the run's keys), :data:`LOOKUP_IDS` distinct ids at a time. Only message ids and
-    positions are shuffled, and the result is small (repeats are rare: client retries), so the
-    caller drops the rows by position (a broadcast anti-join in Spark, a filter in the write pass)
-    and never copies the messages themselves: the ids seen more than once and the ids already
-    synced are found first and broadcast, and only the repeated rows are ordered."""
+    buckets of the run's keys), :data:`LOOKUP_IDS` distinct ids at a time. Only message ids are
+    shuffled (and the repeated rows' positions and kinds), and the result is small (repeats are
+    rare: client retries), so the write pass drops the rows by position and the plan subtracts
+    their kinds (:func:`.plan.observe`), never copying the messages themselves: the ids seen more
+    than once and the ids already synced are found first and broadcast, and only the repeated
+    rows are ordered."""
     ids = valid.select("message_id")
     repeated = F.broadcast(ids.groupBy("message_id").count().filter("count > 1").select("message_id"))
     first = Window.partitionBy("message_id").orderBy("received_at", "line_hash", "position")

@@ -120,8 +120,8 @@ def observe(kinds: dict[Kind, int], dropped: Iterable[Kind], shapes: dict[str, d
             continue
         counts[segment_type] = counts.get(segment_type, 0) + n
         columns = types.setdefault(segment_type, {})
-        for column, kind in shapes[shape].items():
-            columns.setdefault(column, set()).add(kind)
+        for column, value_type in shapes[shape].items():
+            columns.setdefault(column, set()).add(value_type)
         if found:
             seen = collisions.setdefault(segment_type, [])
             seen.extend(c for c in found if c not in seen)
