@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from eventlake.sync.pipeline.dedupe import DROPPED, dropped_rows
-from eventlake.sync.pipeline.plan import Observed, count_parsed, observe
+from eventlake.sync.pipeline.plan import Observed, count_parsed, observe, parsed_groups
 from eventlake.sync.pipeline.transform import PARSED_SCHEMA, SUPPRESSED
 
 pytestmark = pytest.mark.spark
@@ -25,6 +25,7 @@ SHAPES = {
     "1-1": {"name": "string", "context_ip": "string", "revenue": "string"},
     "2-0": {},
     "2-1": {"traits_email": "string", "_shadowed_day": "string"},
+    "3-0": {'say_"hi"\\': "string", "prénom_名": "bigint", "a\u2028b": "timestamp"},  # escaped in JSON
 }
 SEGMENT_TYPES = ["track_order_completed", "track_signed_up", "pages", "identifies"]
 COLLISIONS = [None, [], ["revenue: Revenue won over revenue"], ["a_b: a.b won over a_b", "c: C won over c"]]
@@ -100,6 +101,7 @@ def test_observed_from_the_counts_less_the_dropped_rows_equals_a_second_pass(spa
     counted = count_parsed(parsed)
     assert counted.totals == earlier_totals(parsed)
     assert counted.damaged == {"/archive/bad.gz": "not gzip"}
+    assert counted.shapes == SHAPES
     every = valid.select(*DROPPED).toArrow()
     # the rows a dedupe drops: none, some, every row of some kinds; some named twice (a repeat of
     # an id the index holds); the last seed drops every valid row
@@ -127,3 +129,12 @@ def test_observed_from_the_counts_less_the_dropped_rows_equals_a_second_pass(spa
 def test_a_dedupe_dropping_more_than_was_read_fails_the_run() -> None:
     with pytest.raises(RuntimeError, match="dropped more 'pages' messages of shape '1-0'"):
         observe({("pages", "1-0", ()): 1}, [("pages", "1-0", ()), ("pages", "1-0", ())], SHAPES)
+
+
+def test_the_counts_stay_a_hash_aggregate_whatever_the_number_of_kinds(spark) -> None:
+    """An object aggregate (what ``collect_list`` needs) sorts a task's rows past 128 groups: a
+    1,000,000-message run of the bench has some 800 kinds and shapes."""
+    parsed = spark.createDataFrame(parsed_rows(0, messages=50), PARSED_SCHEMA)
+    plan = parsed_groups(parsed)._jdf.queryExecution().executedPlan().toString()
+    assert "HashAggregate" in plan
+    assert "ObjectHashAggregate" not in plan and "SortAggregate" not in plan

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from eventlake.storage import Location, Storage
@@ -21,6 +21,17 @@ from eventlake.sync.protocol.cutoffs import dedupe_since
 # the driver looks a run's distinct ids up in the index this many at a time (each pass: the ids'
 # strings and 24-byte keys, well under 1 GiB): a bigger run is split by the hash of its ids
 LOOKUP_IDS = 5_000_000
+
+# the 64-bit key the repeated ids are searched by (a hash of the id: fixed-width keys aggregate and
+# shuffle faster than the ids' strings); two ids of one key are told apart by the window over the
+# ids themselves
+ID_KEY = "_id_key"
+
+
+def id_key() -> Column:
+    """The :data:`ID_KEY` of a row's ``message_id``."""
+    return F.xxhash64("message_id")
+
 
 # what the dedupe says of each row it drops: its position, and its kind (see .plan.observe)
 DROPPED = ("position", "segment_type", "shape", "collisions")
@@ -52,12 +63,14 @@ def dedupe(
     rare: client retries), so the write pass drops the rows by position and the plan subtracts
     their kinds (:func:`.plan.observe`), never copying the messages themselves: the ids seen more
     than once and the ids already synced are found first and broadcast, and only the repeated
-    rows are ordered."""
+    rows are ordered. The ids seen more than once are searched by a 64-bit hash (:func:`id_key`):
+    the rows of an id that shares its hash with another are ordered too, each id on its own."""
     ids = valid.select("message_id")
-    repeated = F.broadcast(ids.groupBy("message_id").count().filter("count > 1").select("message_id"))
+    keyed = valid.withColumn(ID_KEY, id_key())
+    repeated = F.broadcast(keyed.groupBy(ID_KEY).count().filter("count > 1").select(ID_KEY))
     first = Window.partitionBy("message_id").orderBy("received_at", "line_hash", "position")
     drop = (
-        valid.join(repeated, "message_id", "left_semi")
+        keyed.join(repeated, ID_KEY, "left_semi")
         .withColumn("_n", F.row_number().over(first))
         .filter("_n > 1")
         .select(*DROPPED)

@@ -3,6 +3,7 @@ on tables per database."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -66,30 +67,43 @@ class Parsed:
     kinds: dict[Kind, int]  # the valid messages (not a suppressed user's) by kind
 
 
-def count_parsed(parsed: DataFrame) -> Parsed:
-    """One aggregation of a run's ``parsed`` rows (see :mod:`.transform`): ``(ok, dropped)`` ->
-    (messages, earliest received time), where ``dropped`` marks a suppressed user's messages; the
-    valid messages by :data:`Kind` (what :func:`observe` needs once the dedupe's rows are taken
-    out: no second pass over the messages); the run's shapes (name -> column types), from its
-    shape rows; and its damaged archive files, from their rows (``ok`` and ``shape`` null)."""
-    dropped = F.coalesce(F.col("reason") == F.lit(SUPPRESSED), F.lit(False)).alias("dropped")
+def parsed_groups(parsed: DataFrame) -> DataFrame:
+    """:func:`count_parsed`'s aggregation: a run's ``parsed`` rows grouped by ``ok``, ``dropped``
+    (a suppressed user's message) and, for a valid message, its :data:`Kind`; a shape's row (``ok``
+    null) is a group of its own (its name, its types as JSON), and so is a damaged file's (its
+    ``reason`` and ``raw``: its location). Each group counts its rows and their earliest received
+    time. Only fixed-width values are aggregated, so Spark keeps a hash aggregate whatever the
+    number of groups (an object aggregate, as ``collect_list`` wants, sorts its rows past 128)."""
+    dropped = F.coalesce(F.col("reason") == F.lit(SUPPRESSED), F.lit(False))
     valid = F.col("ok") & ~dropped
-    # null for a message: not collected
-    shape = F.when(F.col("ok").isNull(), F.struct("shape", "types", "reason", "raw"))
+    of_shape = F.col("ok").isNull()  # a shape's row or a damaged file's
+    return parsed.groupBy(
+        "ok",
+        dropped.alias("dropped"),
+        *(F.when(valid, F.col(c)).alias(c) for c in ("segment_type", "collisions")),
+        F.when(valid | of_shape, F.col("shape")).alias("shape"),
+        *(F.when(of_shape, F.col(c)).alias(c) for c in ("reason", "raw")),
+        F.when(of_shape, F.to_json("types")).alias("types"),
+    ).agg(F.count("*").alias("n"), F.min("received_at").alias("first"))
+
+
+def count_parsed(parsed: DataFrame) -> Parsed:
+    """One aggregation of a run's ``parsed`` rows (see :mod:`.transform` and :func:`parsed_groups`):
+    ``(ok, dropped)`` -> (messages, earliest received time), where ``dropped`` marks a suppressed
+    user's messages; the valid messages by :data:`Kind` (what :func:`observe` needs once the
+    dedupe's rows are taken out: no second pass over the messages); the run's shapes (name ->
+    column types), from its shape rows; and its damaged archive files, from their rows (``ok`` and
+    ``shape`` null)."""
     totals: dict[tuple[bool, bool], tuple[int, datetime | None]] = {}
     shapes: dict[str, dict[str, str]] = {}
     damaged: dict[str, str] = {}
     kinds: dict[Kind, int] = {}
-    aggregated = parsed.groupBy(
-        "ok", dropped, *(F.when(valid, F.col(c)).alias(c) for c in ("segment_type", "shape", "collisions"))
-    ).agg(F.count("*").alias("n"), F.min("received_at").alias("first"), F.collect_list(shape).alias("shapes"))
-    for row in aggregated.collect():
+    for row in parsed_groups(parsed).collect():
         if row["ok"] is None:
-            for s in row["shapes"]:
-                if s["shape"] is None:  # a damaged file's row
-                    damaged[s["raw"]] = s["reason"]
-                else:
-                    shapes[s["shape"]] = s["types"]
+            if row["shape"] is None:  # a damaged file's row
+                damaged[row["raw"]] = row["reason"]
+            else:
+                shapes[row["shape"]] = json.loads(row["types"])
             continue
         key = (row["ok"], row["dropped"])
         n, first = totals.get(key, (0, None))
