@@ -36,7 +36,7 @@ from eventlake.sync.pipeline.plan import Observed, Plan, TablePlan, count_parsed
 from eventlake.sync.pipeline.quarantine import QUARANTINE_TABLE, quarantine_table, stage_invalid_messages
 from eventlake.sync.pipeline.read import files_frame
 from eventlake.sync.pipeline.selection import NewFiles, Selection
-from eventlake.sync.pipeline.transform import PARSED_SCHEMA, parse_files
+from eventlake.sync.pipeline.transform import PARSED_SCHEMA, WRITTEN_SCHEMA, parse_files, parse_files_to
 from eventlake.sync.pipeline.write import write_tables
 from eventlake.sync.protocol.damaged import DamagedFile
 from eventlake.sync.protocol.manifest import ADD_COLUMNS, CHECK, CREATE, NONE, Manifest, TableEntry
@@ -359,12 +359,12 @@ class SparkStager:
     ) -> ParsedRun:
         # the workers read the archive through storage: the lake's store needs no Hadoop connector
         pieces = stage.scratch("pieces")  # the valid messages' values, for the write pass
-        parse = functools.partial(
-            parse_files, storage=run.storage, pieces=pieces, suppressed=suppressed,
+        options = dict(
+            storage=run.storage, pieces=pieces, suppressed=suppressed,
             columnar=run.settings.sync.parser == "columnar",
         )  # fmt: skip
         lines = files_frame(self.spark, [f.path for f in files], sizes=[f.size for f in files])
-        parsed = self._materialize(lines.mapInArrow(parse, PARSED_SCHEMA), stage, "parsed", run.storage)
+        parsed = self._parsed(lines, options, stage.scratch("parsed"), run.storage)
         parsed = run.selection.rows(parsed)
         counted = count_parsed(parsed)
         totals, shapes = counted.totals, counted.shapes
@@ -405,17 +405,24 @@ class SparkStager:
             frame.unpersist()
         self.kept = []
 
-    def _materialize(self, frame: DataFrame, stage: RunStage, name: str, storage: Storage) -> DataFrame:
-        """``frame`` computed once for the rest of the run, with flat memory: as Parquet in the
-        run's stage when the stage is on a disk Spark writes to (a local lake), else on the
-        executors' own disks (a lake in a bucket: Spark has no connector to write there). The
-        Parquet copy is the cheaper one: Spark's disk cache builds its blocks on the heap (a 1M
-        message sync ran out of a 2g heap with it)."""
-        on_disk = storage.local_path(stage.scratch(name))
-        if on_disk is not None:
-            frame.write.mode("overwrite").parquet(str(on_disk))
-            return self.spark.read.schema(frame.schema).parquet(str(on_disk))  # no footer to read first
-        kept = frame.persist(StorageLevel.DISK_ONLY)
+    def _parsed(
+        self, lines: DataFrame, options: dict[str, Any], folder: Location, storage: Storage
+    ) -> DataFrame:
+        """The parse pass's rows (:func:`.transform.parse_files` over the archive files in
+        ``lines``), computed once for the rest of the run, with flat memory: when the run's stage
+        is on a disk Spark reads (a local lake), each task's worker writes its rows as Parquet
+        there (:func:`.transform.parse_files_to`); else they are kept on the executors' own disks
+        (a lake in a bucket: Spark has no connector to read there). Parquet is the cheaper copy:
+        Spark's disk cache builds its blocks on the heap (a 1M message sync ran out of a 2g heap
+        with it)."""
+        if storage.local_path(folder) is not None:
+            parse = functools.partial(parse_files_to, parsed=folder, **options)
+            written = [row[0] for row in lines.mapInArrow(parse, WRITTEN_SCHEMA).collect()]
+            paths = [str(storage.local_path(to_location(file))) for file in written]
+            # the schema given: no footer read first
+            return self.spark.read.schema(PARSED_SCHEMA).parquet(*paths)
+        kept = lines.mapInArrow(functools.partial(parse_files, **options), PARSED_SCHEMA)
+        kept = kept.persist(StorageLevel.DISK_ONLY)
         kept.count()
         self.kept.append(kept)
         return kept

@@ -65,6 +65,8 @@ PARSED_SCHEMA = T.StructType(
 
 # the same columns as Arrow, for mapInArrow (timestamps: UTC microseconds, as Spark's session zone)
 PARSED_ARROW = to_arrow_schema(PARSED_SCHEMA, timezone="UTC")
+WRITTEN_SCHEMA = "file string"  # a parse task's Parquet file (see parse_files_to)
+WRITTEN_ARROW = pa.schema([("file", pa.string())])
 
 
 def loads(text: str) -> Any:
@@ -180,6 +182,39 @@ def parse_files(
         yield from parse_task(
             batches, storage=storage, pieces=pieces, suppressed=suppressed, columnar=columnar
         )
+
+
+# rows a parse task writes to its Parquet file as one row group (see parse_files_to)
+ROW_GROUP_ROWS = 65_536
+
+
+def parse_files_to(
+    batches: Iterable[pa.RecordBatch], *, parsed: Location, storage: Storage, **options: Any
+) -> Iterator[pa.RecordBatch]:
+    """:func:`parse_files` (``options``: its own) with the worker writing its rows, one Parquet
+    file in the folder ``parsed`` named by the task's first archive file (a task run again writes
+    the same file, whole or not at all), where Spark would receive each row into its own format and
+    write it again; one row out: the file's location."""
+    files = list(batches)
+    numbers = [number for batch in files for number in batch.column(1).to_pylist()]
+    if not numbers:
+        return
+    import pyarrow.parquet as pq
+
+    written = parsed / f"part-{min(numbers):06d}.parquet"
+    with (
+        storage.open_write(written) as handle,
+        pq.ParquetWriter(handle, PARSED_ARROW, compression="snappy") as writer,
+    ):
+        held: list[pa.RecordBatch] = []
+        for batch in parse_files(files, storage=storage, **options):
+            held.append(batch)
+            if sum(b.num_rows for b in held) >= ROW_GROUP_ROWS:
+                writer.write_table(pa.Table.from_batches(held, PARSED_ARROW))
+                held = []
+        if held:
+            writer.write_table(pa.Table.from_batches(held, PARSED_ARROW))
+    yield pa.RecordBatch.from_pydict({"file": [str(written)]}, schema=WRITTEN_ARROW)
 
 
 def parse_task(
