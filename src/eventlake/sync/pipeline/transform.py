@@ -207,11 +207,13 @@ def parse_files_to(
         pq.ParquetWriter(handle, PARSED_ARROW, compression="snappy") as writer,
     ):
         held: list[pa.RecordBatch] = []
+        rows = 0
         for batch in parse_files(files, storage=storage, **options):
             held.append(batch)
-            if sum(b.num_rows for b in held) >= ROW_GROUP_ROWS:
+            rows += batch.num_rows
+            if rows >= ROW_GROUP_ROWS:
                 writer.write_table(pa.Table.from_batches(held, PARSED_ARROW))
-                held = []
+                held, rows = [], 0
         if held:
             writer.write_table(pa.Table.from_batches(held, PARSED_ARROW))
     yield pa.RecordBatch.from_pydict({"file": [str(written)]}, schema=WRITTEN_ARROW)
