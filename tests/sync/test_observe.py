@@ -136,5 +136,5 @@ def test_the_counts_stay_a_hash_aggregate_whatever_the_number_of_kinds(spark) ->
     1,000,000-message run of the bench has some 800 kinds and shapes."""
     parsed = spark.createDataFrame(parsed_rows(0, messages=50), PARSED_SCHEMA)
     plan = parsed_groups(parsed)._jdf.queryExecution().executedPlan().toString()
-    assert "HashAggregate" in plan
+    assert plan.replace("ObjectHashAggregate", "").count("HashAggregate") >= 1
     assert "ObjectHashAggregate" not in plan and "SortAggregate" not in plan

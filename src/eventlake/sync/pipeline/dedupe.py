@@ -58,8 +58,8 @@ def dedupe(
     filters are copied on an object store (see :func:`.seen`).
 
     The index is looked up in the driver (:func:`.dedupe_index.seen`: of each file only the
-    buckets of the run's keys), :data:`LOOKUP_IDS` distinct ids at a time. Only message ids are
-    shuffled (and the repeated rows' positions and kinds), and the result is small (repeats are
+    buckets of the run's keys), :data:`LOOKUP_IDS` distinct ids at a time. Only the ids' keys are
+    shuffled (and the repeated rows' ids, positions and kinds), and the result is small (repeats are
     rare: client retries), so the write pass drops the rows by position and the plan subtracts
     their kinds (:func:`.plan.observe`), never copying the messages themselves: the ids seen more
     than once and the ids already synced are found first and broadcast, and only the repeated

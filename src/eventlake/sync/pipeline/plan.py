@@ -72,8 +72,9 @@ def parsed_groups(parsed: DataFrame) -> DataFrame:
     (a suppressed user's message) and, for a valid message, its :data:`Kind`; a shape's row (``ok``
     null) is a group of its own (its name, its types as JSON), and so is a damaged file's (its
     ``reason`` and ``raw``: its location). Each group counts its rows and their earliest received
-    time. Only fixed-width values are aggregated, so Spark keeps a hash aggregate whatever the
-    number of groups (an object aggregate, as ``collect_list`` wants, sorts its rows past 128)."""
+    time. Only fixed-width values are aggregated, so Spark runs a hash aggregate (an object
+    aggregate, as ``collect_list`` wants, sorts a task's rows past 128 groups: a run has hundreds of
+    kinds and shapes)."""
     dropped = F.coalesce(F.col("reason") == F.lit(SUPPRESSED), F.lit(False))
     valid = F.col("ok") & ~dropped
     of_shape = F.col("ok").isNull()  # a shape's row or a damaged file's

@@ -63,7 +63,8 @@ PARSED_SCHEMA = T.StructType(
 )
 
 
-# the same columns as Arrow, for mapInArrow (timestamps: UTC microseconds, as Spark's session zone)
+# the same columns as Arrow, for mapInArrow and the parse tasks' Parquet files (timestamps: UTC
+# microseconds, as Spark's session zone)
 PARSED_ARROW = to_arrow_schema(PARSED_SCHEMA, timezone="UTC")
 WRITTEN_SCHEMA = "file string"  # a parse task's Parquet file (see parse_files_to)
 WRITTEN_ARROW = pa.schema([("file", pa.string())])
@@ -184,8 +185,10 @@ def parse_files(
         )
 
 
-# rows a parse task writes to its Parquet file as one row group (see parse_files_to)
+# a parse task writes its rows to its Parquet file a row group at a time, of this many rows or,
+# if less, this many bytes (an invalid message's row holds its whole line): see parse_files_to
 ROW_GROUP_ROWS = 65_536
+ROW_GROUP_BYTES = 64 << 20
 
 
 def parse_files_to(
@@ -207,13 +210,13 @@ def parse_files_to(
         pq.ParquetWriter(handle, PARSED_ARROW, compression="snappy") as writer,
     ):
         held: list[pa.RecordBatch] = []
-        rows = 0
+        rows = size = 0
         for batch in parse_files(files, storage=storage, **options):
             held.append(batch)
-            rows += batch.num_rows
-            if rows >= ROW_GROUP_ROWS:
+            rows, size = rows + batch.num_rows, size + batch.nbytes
+            if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
                 writer.write_table(pa.Table.from_batches(held, PARSED_ARROW))
-                held, rows = [], 0
+                held, rows, size = [], 0, 0
         if held:
             writer.write_table(pa.Table.from_batches(held, PARSED_ARROW))
     yield pa.RecordBatch.from_pydict({"file": [str(written)]}, schema=WRITTEN_ARROW)

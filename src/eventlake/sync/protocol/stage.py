@@ -101,8 +101,8 @@ class RunStage:
         return layout.stage_dir(self.lake, self.source_id, self.run_id)
 
     def scratch(self, name: str) -> Location:
-        """A folder for a run's intermediate output (Spark's ``parsed``, the parse
-        workers' ``pieces``), never published."""
+        """A folder for a run's intermediate output (the parse workers' ``parsed`` rows and
+        ``pieces``), never published."""
         return self.root / "scratch" / name
 
     def folder(self, kind: str) -> Location:
