@@ -7,6 +7,8 @@ checked in the local-only tests at the end."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import pickle
 import stat
@@ -595,6 +597,72 @@ def test_local_writes_make_each_new_folder_durable_in_its_parent(tmp_path, fsync
     # each new folder's entry in its parent, then the file's entry in its folder
     assert set(fsynced_dirs) == {tmp_path / "lake", *new_folders}
     assert fsynced_dirs[-1] == path.parent
+
+
+def synced_paths(monkeypatch) -> list[Path]:
+    """Every file and folder fsynced from now on (the real ``os.fsync`` still runs)."""
+    synced: list[Path] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    return synced
+
+
+def test_a_write_made_durable_later_is_whole_at_once_and_synced_with_its_folder(tmp_path, monkeypatch):
+    """``open_write(durable=False)`` (a run's staged files): renamed into place whole, with no
+    fsync; ``make_durable`` of a folder holding it then syncs its file system once (``syncfs``)."""
+    from eventlake.storage import local
+
+    synced = synced_paths(monkeypatch)
+    stage = tmp_path / "lake" / "segment-stage" / "src" / "run"
+    path = stage / "table" / "track" / "day=2026-11-20" / "part.parquet"
+    with LocalStorage().open_write(path, durable=False) as handle:
+        handle.write(b"data")
+    assert path.read_bytes() == b"data" and os.listdir(path.parent) == ["part.parquet"]
+    assert synced == []
+    calls: list[Path] = []
+    real_syncfs = local.SYNCFS
+    assert real_syncfs is not None  # Linux, glibc
+
+    def recording_syncfs(fd: int) -> int:
+        calls.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        return real_syncfs(fd)
+
+    monkeypatch.setattr(local, "SYNCFS", recording_syncfs)
+    LocalStorage().make_durable(stage)
+    LocalStorage().make_durable(tmp_path / "never-made")  # nothing written there: nothing to do
+    assert calls == [stage] and synced == []
+
+    def failing(fd: int) -> int:
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    monkeypatch.setattr(local, "SYNCFS", failing)
+    with pytest.raises(OSError, match="Input/output error") as failed:
+        LocalStorage().make_durable(stage)
+    assert failed.value.errno == errno.EIO and failed.value.filename == str(stage)
+
+
+def test_without_syncfs_every_file_and_folder_under_the_folder_is_fsynced(tmp_path, monkeypatch):
+    from eventlake.storage import local
+
+    monkeypatch.setattr(local, "SYNCFS", None)
+    stage = tmp_path / "stage"
+    files = [stage / "table" / "a" / "1.parquet", stage / "table" / "b" / "2.parquet", stage / "keys"]
+    for path in files:
+        with LocalStorage().open_write(path, durable=False) as handle:
+            handle.write(b"x")
+    synced = synced_paths(monkeypatch)
+    LocalStorage().make_durable(stage)
+    folders = [stage / "table" / "a", stage / "table" / "b", stage / "table", stage]
+    assert sorted(synced) == sorted([*files, *folders, *stage.parents])
+    for path in files:  # a file before its folder's entry, a folder before its parent's
+        assert synced.index(path) < synced.index(path.parent)
+    assert synced.index(stage / "table") < synced.index(stage) < synced.index(tmp_path)
 
 
 def test_make_dirs_syncs_a_folder_another_process_created_meanwhile(tmp_path, fsynced_dirs, monkeypatch):

@@ -198,6 +198,35 @@ def test_new_columns_are_appended_and_types_never_change(lake, spark):
     assert result.rejected_values == 1
 
 
+def test_the_stage_is_made_durable_before_the_manifest_names_its_files(lake, spark, monkeypatch):
+    """The run's files are staged without a sync each (``RunStage.open_write``): ``publish`` makes
+    the stage durable at once before it writes the manifest, and every file the manifest names is
+    under that stage by then, the run's scratch already gone (its pages need no writing out)."""
+    lake.archive([track("m1", revenue=10)])
+    sync(lake, spark)
+    lake.archive([track("m2", revenue="a lot"), {"type": "track", "userId": "u", "messageId": "noevent"}])
+    steps = []
+    made_durable, write_pending = LocalStorage.make_durable, SyncState.write_pending
+
+    def durable(self, folder):
+        stage = Path(str(folder))
+        steps.append(("durable", stage, {p for p in stage.rglob("*") if p.is_file()}))
+        made_durable(self, folder)
+
+    def pending(self, manifest):
+        steps.append(("manifest", Path(manifest.stage), {Path(staged) for staged, _ in manifest.moves}))
+        write_pending(self, manifest)
+
+    monkeypatch.setattr(LocalStorage, "make_durable", durable)
+    monkeypatch.setattr(SyncState, "write_pending", pending)
+    assert sync(lake, spark).rows == 1
+    assert [step[0] for step in steps] == ["durable", "manifest"]
+    [(_, stage, there), (_, named, staged)] = steps
+    assert named == stage and staged and staged <= there
+    assert {p.relative_to(stage).parts[0] for p in staged} == {"table", "dedupe", "values", "messages"}
+    assert not (stage / "scratch").exists() and not any(p.name.startswith(".") for p in there)
+
+
 def test_invalid_messages_go_to_quarantine_with_their_reason(lake, spark):
     lake.archive(
         [
@@ -340,7 +369,7 @@ class FullDisk(LocalStorage):
     """A store every write to which fails (a full disk, an unreachable bucket)."""
 
     @contextlib.contextmanager
-    def open_write(self, path, mode=0o644):
+    def open_write(self, path, mode=0o644, *, durable=True):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
         yield
 

@@ -389,7 +389,7 @@ class AzureStorage(Storage):
         return True
 
     @contextmanager
-    def open_write(self, path: Location) -> Iterator[BinaryIO]:
+    def open_write(self, path: Location, *, durable: bool = True) -> Iterator[BinaryIO]:
         where = _file(path)
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as buffer:
             yield cast(BinaryIO, buffer)

@@ -94,9 +94,17 @@ class Storage(ABC):
         compare and rename under an ``flock`` of the folder)."""
 
     @abstractmethod
-    def open_write(self, path: Location) -> AbstractContextManager[BinaryIO]:
+    def open_write(self, path: Location, *, durable: bool = True) -> AbstractContextManager[BinaryIO]:
         """A handle to stream a new file into; the file appears whole (and durable) when the
-        ``with`` block ends without an error, and not at all otherwise."""
+        ``with`` block ends without an error, and not at all otherwise. ``durable=False``: whole
+        but durable only once :meth:`make_durable` of a folder holding it returns (a run's staged
+        files, made durable together before its manifest names them); an object store's writes
+        are durable either way."""
+
+    def make_durable(self, folder: Location) -> None:
+        """Every file written under ``folder`` with ``durable=False`` durable, with the folders'
+        entries. Nothing to do on an object store (this default)."""
+        return
 
     @abstractmethod
     def exists(self, path: Location) -> bool: ...

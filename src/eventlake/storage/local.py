@@ -1,14 +1,16 @@
-"""The local-disk store: temp file + fsync + rename + directory fsync for every write."""
+"""The local-disk store: temp file + fsync + rename + directory fsync for every write (a run's
+staged files: temp file + rename, then the whole stage synced at once before its manifest)."""
 
 from __future__ import annotations
 
 import builtins
+import ctypes
 import fcntl
 import fnmatch
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -54,6 +56,45 @@ def make_dirs(folder: Path) -> None:
             raise
     # also when another process created it just now: it may not have synced the entry yet
     fsync_dir(folder.parent)
+
+
+def _syncfs() -> Callable[[int], int] | None:
+    """Linux's ``syncfs(fd)`` (glibc 2.14), or None where the C library lacks it."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (AttributeError, OSError):
+        return None
+
+
+SYNCFS = _syncfs()
+
+
+def sync_tree(folder: Path) -> None:
+    """Make durable every file and folder under ``folder`` and the folder's own entry (in each of
+    its parents): one ``syncfs`` of its file system where the system has it (a run's 2,500
+    staged files of 40 kB: 0.3-0.6 s, where an ``fsync`` of each file and folder as it was
+    written took 6 s in all), else an ``fsync`` of each, deepest first."""
+    if not folder.is_dir():
+        return
+    if SYNCFS is not None:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if SYNCFS(fd) != 0:
+                error = ctypes.get_errno()
+                raise OSError(error, os.strerror(error), str(folder))
+        finally:
+            os.close(fd)
+        return
+    for root, _, files in os.walk(folder, topdown=False):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(root))
+    for parent in folder.parents:
+        fsync_dir(parent)
 
 
 CAS_LOCK = ".write-if-match.lock"  # the hidden lock file of a folder's compare-and-swap writes
@@ -208,20 +249,28 @@ class LocalStorage(Storage):
         return True
 
     @contextmanager
-    def open_write(self, path: Location, mode: int = 0o644) -> Iterator[BinaryIO]:
+    def open_write(self, path: Location, mode: int = 0o644, *, durable: bool = True) -> Iterator[BinaryIO]:
         path = on_disk(path)
-        make_dirs(path.parent)
+        if durable:
+            make_dirs(path.parent)
+        else:  # synced with the rest of its folder by make_durable
+            path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = open_temp(path, mode)
         try:
             with os.fdopen(fd, "wb") as handle:
                 yield handle
-                handle.flush()
-                os.fsync(handle.fileno())
+                if durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
             os.replace(temp, path)
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
-        fsync_dir(path.parent)
+        if durable:
+            fsync_dir(path.parent)
+
+    def make_durable(self, folder: Location) -> None:
+        sync_tree(on_disk(folder))
 
     def exists(self, path: Location) -> bool:
         return on_disk(path).exists()

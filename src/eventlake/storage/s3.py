@@ -311,7 +311,7 @@ class S3Storage(Storage):
         raise AssertionError("unreachable")
 
     @contextmanager
-    def open_write(self, path: Location) -> Iterator[BinaryIO]:
+    def open_write(self, path: Location, *, durable: bool = True) -> Iterator[BinaryIO]:
         writer = _PartWriter(self.client, _object(path))
         try:
             yield cast(BinaryIO, writer)

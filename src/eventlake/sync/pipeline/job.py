@@ -172,6 +172,7 @@ class SourceSync:
             raise
         finally:
             self.stager.release()
+        stage.drop_scratch(self.storage)
         publish(manifest, self.hold, self.state, self.storage, self.lake, self.catalog)
         return result
 

@@ -103,7 +103,10 @@ class Pieces:
         )
         location = self.folder / segment_type / f"{self.task:05d}-typed-{self.typed:05d}{PIECE_SUFFIX}"
         self.typed += 1
-        with self.storage.open_write(location) as handle, pa.ipc.new_file(handle, table.schema) as writer:
+        with (
+            self.storage.open_write(location, durable=False) as handle,  # scratch: never published
+            pa.ipc.new_file(handle, table.schema) as writer,
+        ):
             writer.write_table(table)
 
     def _flush(self, segment_type: str, rows: list[tuple[Any, ...]]) -> None:
@@ -112,11 +115,11 @@ class Pieces:
             if len(self.open) >= _OPEN_FILES:
                 writer, file = self.open.pop(next(iter(self.open)))
                 writer.close()
-                file.close()  # the part is finished: whole and durable
+                file.close()  # the part is finished: whole
             part = self.parts[segment_type] = self.parts.get(segment_type, -1) + 1
             file = contextlib.ExitStack()
             handle = file.enter_context(
-                self.storage.open_write(piece_path(self.folder, segment_type, self.task, part))
+                self.storage.open_write(piece_path(self.folder, segment_type, self.task, part), durable=False)
             )
             found = (pa.ipc.new_file(handle, PIECE_SCHEMA), file)
         self.open[segment_type] = found  # now the most recent

@@ -206,7 +206,7 @@ def parse_files_to(
 
     written = parsed / f"part-{min(numbers):06d}.parquet"
     with (
-        storage.open_write(written) as handle,
+        storage.open_write(written, durable=False) as handle,  # scratch: never published
         pq.ParquetWriter(handle, PARSED_ARROW, compression="snappy") as writer,
     ):
         held: list[pa.RecordBatch] = []

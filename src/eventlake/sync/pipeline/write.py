@@ -387,7 +387,7 @@ def _write_task(
     if index:
         table = pa.concat_tables(index).combine_chunks()
         keys = StagedFile(DEDUPE, layout.index_file_name(stage.run_id, units[0][0]), table.num_rows)
-        with storage.open_write(stage.staged(keys)) as handle:  # a key file (see index_keys)
+        with stage.open_write(storage, keys) as handle:  # a key file (see index_keys)
             write_keys(handle, records_of(table.column(0).combine_chunks(), table.column(1).combine_chunks()))
         files.append(keys)
     return files

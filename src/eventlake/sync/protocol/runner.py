@@ -23,7 +23,7 @@ from eventlake import layout
 from eventlake.catalog import Catalog
 from eventlake.config import Settings, SourceSettings
 from eventlake.progress import Say, prefixed
-from eventlake.storage import Location, Storage
+from eventlake.storage import Location, Storage, to_location
 from eventlake.storage.lease import Lease, LeaseLostError
 from eventlake.sync.protocol.commit import apply
 from eventlake.sync.protocol.lock import SyncBusyError, source_lock
@@ -158,7 +158,10 @@ def publish(
     """Commit a run: check the lease (a holder that lost it publishes nothing), write the manifest,
     confirm it under the lease (the commit fence: from here the run is completed by the next holder
     if killed; a holder that lost the lease meanwhile drops its manifest and publishes nothing),
-    then apply it. On a local lake the manifest is the commit point (its ``flock`` cannot be lost)."""
+    then apply it. On a local lake the manifest is the commit point (its ``flock`` cannot be lost).
+    What the manifest names is durable before it is: the run's stage, staged without a sync a file
+    (:meth:`~eventlake.sync.protocol.stage.RunStage.open_write`), is made durable here at once."""
+    storage.make_durable(to_location(manifest.stage))
     hold.check()
     if hold.lease is not None:
         manifest = dataclasses.replace(manifest, lease=hold.lease.number)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, BinaryIO
 
 from eventlake import layout, state_layout
 from eventlake.schema.table_names import TableNames
@@ -102,8 +102,15 @@ class RunStage:
 
     def scratch(self, name: str) -> Location:
         """A folder for a run's intermediate output (the parse workers' ``parsed`` rows and
-        ``pieces``), never published."""
+        ``pieces``), never published: written without a sync, read by this run only."""
         return self.root / "scratch" / name
+
+    def drop_scratch(self, storage: Storage) -> None:
+        """Delete the run's scratch once its passes are done: before the stage is made durable
+        (:meth:`open_write`), whose sync then has none of its pages to write. A failure is left
+        to the commit, which deletes the whole stage at its end."""
+        with contextlib.suppress(Exception):
+            storage.delete_tree(self.root / "scratch")
 
     def folder(self, kind: str) -> Location:
         """Where the staged files of one kind (or of :data:`REWRITE`) are."""
@@ -141,9 +148,15 @@ class RunStage:
     def _relative(self, file: StagedFile) -> str:
         return f"{layout.partition_subdir(self.keys, file.partition)}/{file.name}"
 
+    def open_write(self, storage: Storage, file: StagedFile) -> contextlib.AbstractContextManager[BinaryIO]:
+        """A handle to stage ``file`` through: whole when the block ends, durable with the rest of
+        the stage once :func:`~eventlake.sync.protocol.runner.publish` makes the stage durable,
+        before the manifest that names the file is written (one ``syncfs`` on a local disk where
+        each file's ``fsync`` cost 1-2 ms)."""
+        return storage.open_write(self.staged(file), durable=False)
+
     def write_parquet(self, storage: Storage, file: StagedFile, table: Any) -> None:
-        """Stage ``file`` with the rows of the Arrow ``table``: whole and durable before the driver
-        can publish it."""
+        """Stage ``file`` with the rows of the Arrow ``table`` (:meth:`open_write`)."""
         with self.parquet_writer(storage, file, table.schema) as writer:
             writer.write_table(table)
 
@@ -154,7 +167,7 @@ class RunStage:
         import pyarrow.parquet as pq
 
         with (
-            storage.open_write(self.staged(file)) as handle,
+            self.open_write(storage, file) as handle,
             pq.ParquetWriter(handle, schema, compression="snappy") as writer,
         ):
             yield writer
