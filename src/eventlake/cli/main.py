@@ -488,7 +488,7 @@ def up(
       eventlake sql "SELECT count(*) AS n FROM web.page"   # answered by up's engine
       EVENTLAKE__CONSOLE__TOKEN=s3cret eventlake up --console-host 0.0.0.0
     """
-    from eventlake.scheduler import run_up
+    from eventlake.scheduler.up import run_up
 
     run_up(console_settings(ctx.settings(host=host, port=port), console_host, console_port, not no_console))
 
@@ -531,7 +531,7 @@ def engine(ctx: Context) -> None:
       eventlake serve --port 8088 &
       eventlake engine
     """
-    from eventlake.scheduler import run_engine
+    from eventlake.scheduler.engine import run_engine
 
     sys.exit(run_engine(ctx.settings()))
 
