@@ -259,15 +259,17 @@ def _tables(hive: HiveCatalog, tmp_path: Path, count: int) -> list[TableSpec]:
 
 
 @pytest.mark.spark
-def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_on_the_catalogs_own_threads(
+def test_a_commit_registers_its_tables_partitions_two_tables_at_a_time_on_the_catalogs_own_threads(
     hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     specs = _tables(hive, tmp_path, 6)
     both_in = threading.Barrier(hive_module.CATALOG_THREADS, timeout=60)
     clients: dict[str, set[int]] = {}
+    requested: list[str] = []
     add_new = HiveCatalog._add_new
 
     def together(catalog: HiveCatalog, spec: TableSpec, partitions: Any) -> None:
+        requested.append(spec.name)
         thread = threading.current_thread().name
         first = thread not in clients
         clients.setdefault(thread, set()).add(catalog._metastore_client().hashCode())
@@ -285,6 +287,7 @@ def test_a_commit_registers_tables_of_many_partitions_two_at_a_time_on_the_catal
     for spec, partitions in [*many, few]:
         assert hive.partitions(spec.database, spec.name) == partitions
     assert getattr(hive._clients, "client", None) is None  # the main thread made none
+    assert sorted(requested) == sorted(spec.name for spec in specs)  # the few too, on a thread's client
     made = set().union(*clients.values())
     more = _tables(hive, tmp_path, 3)
     hive.add_partitions_of([(spec, hours(4)) for spec in more])  # the next commit: the same threads
@@ -298,16 +301,16 @@ def test_a_failed_table_stops_the_other_thread_and_is_raised(
     hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     specs = _tables(hive, tmp_path, 8)
-    add_partitions = HiveCatalog.add_partitions
+    add = HiveCatalog._add
     taken: list[str] = []
 
-    def failing(catalog: HiveCatalog, spec: TableSpec, partitions: Any) -> None:
+    def failing(catalog: HiveCatalog, spec: TableSpec, partitions: Any, **options: Any) -> None:
         taken.append(spec.name)
         if spec.name == "t0":
             raise RuntimeError("metastore gone")
-        add_partitions(catalog, spec, partitions)
+        add(catalog, spec, partitions, **options)
 
-    monkeypatch.setattr(HiveCatalog, "add_partitions", failing)
+    monkeypatch.setattr(HiveCatalog, "_add", failing)
     few = (specs[7], hours(3)[:2])
     with pytest.raises(RuntimeError, match="metastore gone"):
         hive.add_partitions_of([(spec, hours(1)) for spec in specs[:7]] + [few])
