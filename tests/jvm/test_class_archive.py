@@ -49,6 +49,15 @@ def test_the_key_follows_the_class_path_the_java_and_the_pyspark_version(tmp_pat
     assert archive_name("", java, home).startswith("spark-4.3.0-java-17.0.16-")
     (home / "version.py").write_text("__version__ = '4.4.0'\n")
     assert archive_name("", java, home).startswith("spark-4.4.0-java-17.0.16-")
+    jar = tmp_path / "metastore.jar"  # a jar replaced where it was (an upgrade): a new archive
+    jar.write_bytes(b"PK old")
+    before = archive_name(str(jar), java, home)
+    assert archive_name(str(jar), java, home) == before
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    assert archive_name(str(jar), java, home) != before
+    without_jars = archive_name("", java, home)
+    (home / "jars").mkdir()  # the wheel reinstalled: its jars folder is new
+    assert archive_name("", java, home) != without_jars
 
 
 def test_the_default_folder_is_the_machines_cache(tmp_path: Path) -> None:

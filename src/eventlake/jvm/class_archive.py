@@ -8,10 +8,10 @@ start and first query cost about a third less CPU (``bench/jvm_startup.py``, ``b
 - **Where**: ``[spark] class_archive_dir``, by default the machine's cache folder
   (``$XDG_CACHE_HOME/eventlake/jvm``, else ``~/.cache/eventlake/jvm``); ``[spark] class_archive =
   false`` turns it off. One archive per key: the pyspark version, the Java version and a hash of the
-  java binary, the wheel's folder and the driver's extra class path (a dynamic archive serves only
-  a JVM whose class path begins as the one it was made with). The JVM checks the rest itself (its
-  own build, the jars' sizes and times) and ignores an archive that does not match:
-  ``-Xlog:cds=off`` keeps its warning off the output.
+  java binary, the wheel's folder and the driver's extra class path with its jars' sizes and times
+  (a dynamic archive serves only a JVM whose class path begins as the one it was made with, from
+  the same jars: :func:`archive_name`). The JVM checks it all again (and its own build) and
+  ignores an archive that does not match: ``-Xlog:cds=off`` keeps its warning off the output.
 - **How it is made**: the first session for a key starts its JVM with ``-XX:ArchiveClassesAtExit``
   into a temporary file of its own; when the process exits (``atexit``; its JVM then exits on the
   end of its input) a detached process waits for the JVM to end, checks that a JVM maps the
@@ -217,12 +217,28 @@ def ensure(folder: Path, timeout: float = 900.0) -> Path | None:
 
 def archive_name(extra_classpath: str, java: str | None = None, home: Path | None = None) -> str:
     """``spark-<pyspark>-java-<version>-<hash>.jsa``: the hash covers the java binary, the
-    pyspark wheel's folder and the driver's extra class path."""
+    pyspark wheel's folder (and its ``jars`` folder's time: a reinstall) and the driver's extra
+    class path with each jar's size and time. The JVM maps an archive only with the jars it was
+    made from: a jar replaced where it was (eventlake upgraded, whose metastore jar is in its
+    package; a JDBC driver updated) gets an archive of its own, where the old one would be
+    ignored at every start and never made again (5 s more CPU a sync's start-up here)."""
     java_path = os.path.realpath(java or java_executable())
     home = home or pyspark_home()
     version = _java_version(java_path)
-    digest = hashlib.sha256("\0".join([java_path, str(home), extra_classpath]).encode()).hexdigest()[:12]
+    stamps = [_stamp(Path(entry)) for entry in extra_classpath.split(os.pathsep) if entry]
+    key = "\0".join([java_path, str(home), _stamp(home / "jars"), extra_classpath, *stamps])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return f"spark-{_pyspark_version(home)}-java-{version}-{digest}.jsa"
+
+
+def _stamp(path: Path) -> str:
+    """A file's (or folder's) size and modification time, as the JVM compares a jar's; empty
+    when it is missing."""
+    try:
+        found = path.stat()
+    except OSError:
+        return ""
+    return f"{found.st_size}:{found.st_mtime_ns}"
 
 
 def _java_version(java_path: str) -> str:
