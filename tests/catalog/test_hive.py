@@ -301,16 +301,16 @@ def test_a_failed_table_stops_the_other_thread_and_is_raised(
     hive: HiveCatalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     specs = _tables(hive, tmp_path, 8)
-    add = HiveCatalog._add
+    add_partitions = HiveCatalog.add_partitions
     taken: list[str] = []
 
     def failing(catalog: HiveCatalog, spec: TableSpec, partitions: Any, **options: Any) -> None:
         taken.append(spec.name)
         if spec.name == "t0":
             raise RuntimeError("metastore gone")
-        add(catalog, spec, partitions, **options)
+        add_partitions(catalog, spec, partitions, **options)
 
-    monkeypatch.setattr(HiveCatalog, "_add", failing)
+    monkeypatch.setattr(HiveCatalog, "add_partitions", failing)
     few = (specs[7], hours(3)[:2])
     with pytest.raises(RuntimeError, match="metastore gone"):
         hive.add_partitions_of([(spec, hours(1)) for spec in specs[:7]] + [few])

@@ -271,19 +271,18 @@ class HiveCatalog(Catalog):
         partitions': see :func:`eventlake.catalog.hive_descriptor.read_descriptor`."""
         return read_descriptor(self.spark, database, table)
 
-    def add_partitions(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]]) -> None:
+    def add_partitions(
+        self, spec: TableSpec, partitions: Sequence[tuple[str, ...]], *, own_client: bool = False
+    ) -> None:
         """Adds the partitions the table lacks, as ``ALTER TABLE ... ADD IF NOT EXISTS PARTITION``
         does. A few (a micro-batch's hour) go straight to the session's external catalog, without
         listing the table's partitions first (created if missing): a statement costs 80 ms to parse
         and analyse on Derby, most of a small sync's commit, a listing 22 ms; more go in
         statements of :data:`PARTITION_BATCH`, whose cost per partition (2 ms) is half the API's
-        (py4j calls to build each partition), see ``bench/partitions.py``."""
-        self._add(spec, partitions, own_client=False)
-
-    def _add(self, spec: TableSpec, partitions: Sequence[tuple[str, ...]], *, own_client: bool) -> None:
-        """:meth:`add_partitions`; ``own_client``: on one of the catalog's threads, whose own
-        metastore client takes a few partitions too (:meth:`_add_new`, no listing first): Spark's
-        external catalog serves one thread at a time."""
+        (py4j calls to build each partition), see ``bench/partitions.py``. ``own_client``: on one
+        of the catalog's threads (:meth:`add_partitions_of`), whose own metastore client takes
+        the few too (:meth:`_add_new`, no listing first): Spark's external catalog serves one
+        thread at a time."""
         known = self._known.setdefault((spec.database, spec.name), set())
         unknown = sorted(set(partitions) - known)
         if not unknown:
@@ -314,7 +313,7 @@ class HiveCatalog(Catalog):
         2,520 partitions of 35 tables; a first sync of one hour's 35 tables of a partition each:
         3.2 -> 1.1 s, where Spark's external catalog took them one at a time). A failure stops
         the threads taking more tables, and is raised."""
-        self.each(list(tables), lambda table: self._add(*table, own_client=len(tables) > 1))
+        self.each(list(tables), lambda table: self.add_partitions(*table, own_client=len(tables) > 1))
 
     def each(self, items: Sequence[_Item], work: Callable[[_Item], None]) -> None:
         """``work`` of each item, :data:`CATALOG_THREADS` items at a time in the order given, on
