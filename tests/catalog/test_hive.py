@@ -504,3 +504,42 @@ def test_table_columns_are_what_spark_s_list_columns_says(hive: HiveCatalog, tmp
     assert hive.table_columns(database, "parquet") == columns
     assert hive.table_columns(database, "nothing") is None
     assert hive.table_columns(f"{database}_nothing", "parquet") is None
+
+
+@pytest.mark.spark
+def test_a_json_table_is_described_when_spark_s_hive_object_no_longer_fits_the_conf(
+    hive: HiveCatalog, tmp_path: Path
+) -> None:
+    """`up`'s first sync failed in its commit: the JSON table's descriptor was read and written
+    through Spark's shared ``Hive`` object (``Hive.get``), which makes a new one when the thread's
+    no longer fits the conf (its client reconnected, or a metastore setting changed), closing
+    Spark's, and registers Hive's functions, whose registry needs LLAP classes Spark's jars lack
+    (NoClassDefFoundError). The catalog reads and writes it with its own client."""
+    conf = hive.spark._jsparkSession.sharedState().externalCatalog().unwrapped().client().conf()
+    setting = "hive.metastore.client.socket.timeout"  # one of the metastore settings Hive compares
+    before = conf.get(setting)
+    database = f"hive_json_{next(_numbers)}"
+    hive.ensure_database(database)
+    spec = TableSpec(database, "reports", COLUMNS, ("day",), str(tmp_path / "reports"), format="json")
+    hive.ensure_table(spec)
+    found: dict[str, Any] = {}
+
+    def on_a_thread() -> None:  # as `up`'s commit: a thread whose first metastore call is this
+        try:
+            found["before"] = hive.hive_descriptor(database, "reports")
+            hive.add_columns(database, "reports", [("context_ip", "string")])
+            found["after"] = hive.hive_descriptor(database, "reports")
+        except Exception as exc:  # raised below, in the test
+            found["error"] = exc
+
+    conf.set(setting, "987s")
+    try:
+        thread = threading.Thread(target=on_a_thread)
+        thread.start()
+        thread.join()
+    finally:
+        conf.set(setting, before)
+    assert "error" not in found, found["error"]
+    assert [name for name, _ in found["before"]["columns"]] == ["message_id", "received_at"]
+    assert [name for name, _ in found["after"]["columns"]] == ["message_id", "received_at", "context_ip"]
+    assert found["after"]["serde"] == "org.openx.data.jsonserde.JsonSerDe"

@@ -152,7 +152,7 @@ class HiveCatalog(Catalog):
         if key in self._ensured:
             return ()
         added = super().ensure_table(spec)
-        if spec.format == "json" and describe_json_table(self.spark, spec.database, spec.name):
+        if spec.format == "json" and self._describe_json(spec.database, spec.name):
             # a table of an earlier version (Spark's placeholder descriptor), now readable by Trino
             self._storage.pop((spec.database, spec.name), None)
         self._ensured.add(key)
@@ -235,7 +235,7 @@ class HiveCatalog(Catalog):
                 + (f"PARTITIONED BY ({keys}) " if keys else "")
                 + f"LOCATION {_literal(hadoop_uri(spec.location))}"
             )
-            describe_json_table(self.spark, spec.database, spec.name)  # for Trino, Athena, Hive
+            self._describe_json(spec.database, spec.name)
             return
         partitions = ", ".join(f"{_ident(k)} string" for k in spec.partition_keys)
         self.spark.sql(
@@ -248,7 +248,7 @@ class HiveCatalog(Catalog):
     def add_columns(self, database: str, table: str, columns: Sequence[Column]) -> None:
         if columns and is_json_table(self.spark, database, table):  # Spark's ALTER would load the SerDe
             self._forget(database, table)
-            describe_json_table(self.spark, database, table, columns)
+            self._describe_json(database, table, columns)
         elif columns:
             self.spark.sql(
                 f"ALTER TABLE {_ident(database)}.{_ident(table)} ADD COLUMNS ({_columns_ddl(columns)})"
@@ -266,10 +266,15 @@ class HiveCatalog(Catalog):
         external.alterTableDataSchema(database, table, schema)
         self.spark.catalog.refreshTable(f"{_ident(database)}.{_ident(table)}")
 
+    def _describe_json(self, database: str, table: str, added: Sequence[Column] = ()) -> bool:
+        """The JSON table's descriptor for Trino, Athena and Hive, written with this thread's own
+        metastore client: see :func:`eventlake.catalog.hive_descriptor.describe_json_table`."""
+        return describe_json_table(self.spark, self._metastore_client(), database, table, added)
+
     def hive_descriptor(self, database: str, table: str) -> dict[str, Any]:
         """The table's descriptor as readers other than Spark see it (Trino, Athena, Hive), with its
         partitions': see :func:`eventlake.catalog.hive_descriptor.read_descriptor`."""
-        return read_descriptor(self.spark, database, table)
+        return read_descriptor(self._metastore_client(), database, table)
 
     def add_partitions(
         self, spec: TableSpec, partitions: Sequence[tuple[str, ...]], *, own_client: bool = False

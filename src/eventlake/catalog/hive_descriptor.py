@@ -34,25 +34,20 @@ SCHEMA_THRESHOLD_CONF = "spark.sql.sources.schemaStringLengthThreshold"
 PARTITION_ALTER_BATCH = 500
 
 
-def metastore_client(spark: SparkSession) -> Any:
-    """The session's metastore as Hive's ``IMetaStoreClient`` (embedded, a database or a service)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None, "the SparkContext is stopped"
-    client = spark._jsparkSession.sharedState().externalCatalog().unwrapped().client()
-    return jvm.org.apache.hadoop.hive.ql.metadata.Hive.get(client.conf()).getMSC()
-
-
 def is_json_table(spark: SparkSession, database: str, table: str) -> bool:
     external = spark._jsparkSession.sharedState().externalCatalog()
     provider = external.getTable(database, table).provider()
     return bool(provider.isDefined() and provider.get().lower() == "json")
 
 
-def describe_json_table(spark: SparkSession, database: str, table: str, added: Sequence[Column] = ()) -> bool:
+def describe_json_table(
+    spark: SparkSession, msc: Any, database: str, table: str, added: Sequence[Column] = ()
+) -> bool:
     """Write the Hive descriptor of the JSON data source table ``database.table`` (and of each of its
     partitions) with Spark's columns and ``added`` after them, its location and the JSON text format;
-    ``added`` also goes into Spark's schema. Two metastore calls when all is so already; returns
-    whether anything was written."""
+    ``added`` also goes into Spark's schema. ``msc``: the caller's metastore client
+    (:meth:`eventlake.catalog.hive.HiveCatalog._metastore_client`). Two metastore calls when all is
+    so already; returns whether anything was written."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None, "the SparkContext is stopped"
     spark_table = spark._jsparkSession.sharedState().externalCatalog().getTable(database, table)
@@ -61,7 +56,6 @@ def describe_json_table(spark: SparkSession, database: str, table: str, added: S
     added = [(name, kind) for name, kind in added if name not in have]
     columns = [*data, *added]
     location = spark_table.location().toString()
-    msc = metastore_client(spark)
     hive_table = msc.getTable(database, table)
     descriptor = hive_table.getSd()
     fields = _field_schemas(jvm, columns)
@@ -155,10 +149,10 @@ def _set_spark_schema(spark: SparkSession, parameters: Any, columns: Sequence[Co
         parameters.put(f"{SCHEMA_PROPERTY}.part.{index}", part)
 
 
-def read_descriptor(spark: SparkSession, database: str, table: str) -> dict[str, Any]:
+def read_descriptor(msc: Any, database: str, table: str) -> dict[str, Any]:
     """What readers that go by the metastore's descriptor (Trino, Athena, Hive) see of a table:
-    columns, formats, SerDe and location of the table and of each partition (by its values)."""
-    msc = metastore_client(spark)
+    columns, formats, SerDe and location of the table and of each partition (by its values), read
+    with the metastore client ``msc``."""
 
     def described(descriptor: Any) -> dict[str, Any]:
         return {
