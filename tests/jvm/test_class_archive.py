@@ -117,6 +117,26 @@ def test_a_marker_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     assert not (folder / f"{name}.{pid}.tmp").exists()  # the dead creator's leftover
 
 
+def test_an_archive_unused_for_a_month_is_deleted_when_another_is_made(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    folder = tmp_path / "jvm"
+    folder.mkdir()
+    day, now = class_archive.DAY_SECONDS, time.time()
+    used = folder / archive_name("")  # this class path's: mapped now, after 40 days unused
+    upgraded = folder / "spark-4.2.0-java-17.0.15-0123456789ab.jsa"  # an upgrade's old one
+    recent = folder / "spark-4.3.0-java-17.0.15-ba9876543210.jsa"  # another project's, in use
+    for archive, age in ((used, 40), (upgraded, 31), (recent, 29)):
+        archive.write_bytes(b"jsa")
+        os.utime(archive, (now - age * day, now - age * day))
+
+    assert plan(settings, "") == ArchivePlan(used)
+    assert now - used.stat().st_mtime < day  # marked used
+    maker = plan(settings, "/usr/share/java/postgresql.jar")  # another class path: a new archive
+    assert maker is not None and maker.creating
+    assert sorted(p.name for p in folder.glob("*.jsa")) == sorted([used.name, recent.name])
+    maker.abandon()
+
+
 def test_a_class_path_with_the_projects_private_folder_gets_no_archive(tmp_path: Path) -> None:
     settings = settings_for(tmp_path)
     private = settings.lake.state_dir / "metastore-client"  # a hive-site.xml with a password

@@ -18,6 +18,10 @@ start and first query cost about a third less CPU (``bench/jvm_startup.py``, ``b
   archive, and renames it into place: no process waits for the writing. A JVM never sees a
   half-written archive, which would crash it (SIGBUS while relocating). One process makes an
   archive at a time (a marker file with its pid); the others start without one meanwhile.
+- **How long it is kept**: a session that maps an archive marks it used (its time, once a day at
+  most); making a new one deletes the folder's archives unused for :data:`UNUSED_DAYS` days (an
+  upgrade's old ones: about 200 MB each). A project idle that long makes its archive again at its
+  next start (Linux keeps a file a running JVM maps until it ends).
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 WRITE_TIMEOUT_SECONDS = 300.0
 # a marker older than this is a creator that died without removing it
 MARKER_MAX_AGE_SECONDS = 3600.0
+# an archive no session mapped for this long is deleted when another one is made
+UNUSED_DAYS = 30
+DAY_SECONDS = 86400.0
 
 
 def default_folder(environ: dict[str, str] | None = None) -> Path:
@@ -155,6 +162,7 @@ def plan(settings: Settings, extra_classpath: str, *, pid: int | None = None) ->
     try:
         path = folder / archive_name(extra_classpath)
         if path.is_file():
+            _mark_used(path)
             return ArchivePlan(path)
         folder.mkdir(parents=True, exist_ok=True)
         pid = os.getpid() if pid is None else pid
@@ -162,6 +170,7 @@ def plan(settings: Settings, extra_classpath: str, *, pid: int | None = None) ->
         if not _take_marker(marker, pid):
             return None
         _remove_leftovers(folder, path.name)
+        _remove_unused(folder)
         temporary = path.with_name(f"{path.name}.{pid}.tmp")
         return ArchivePlan(path, creating=True, temporary=temporary, marker=marker)
     except OSError:
@@ -290,6 +299,28 @@ def _remove_leftovers(folder: Path, name: str) -> None:
             continue
         if not process_alive(owner):
             leftover.unlink(missing_ok=True)
+
+
+def _mark_used(archive: Path, now: float | None = None) -> None:
+    """Set the archive's time to now when it is a day old or more (what :func:`_remove_unused`
+    goes by); an archive of another user's is left as it is."""
+    now = time.time() if now is None else now
+    try:
+        if now - archive.stat().st_mtime >= DAY_SECONDS:
+            os.utime(archive, (now, now))
+    except OSError:
+        pass
+
+
+def _remove_unused(folder: Path, now: float | None = None) -> None:
+    """The folder's archives no session marked used for :data:`UNUSED_DAYS` days."""
+    oldest = (time.time() if now is None else now) - UNUSED_DAYS * DAY_SECONDS
+    for archive in folder.glob("spark-*.jsa"):
+        try:
+            if archive.stat().st_mtime < oldest:
+                archive.unlink()
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":
