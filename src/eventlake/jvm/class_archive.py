@@ -301,10 +301,10 @@ def _remove_leftovers(folder: Path, name: str) -> None:
             leftover.unlink(missing_ok=True)
 
 
-def _mark_used(archive: Path, now: float | None = None) -> None:
+def _mark_used(archive: Path) -> None:
     """Set the archive's time to now when it is a day old or more (what :func:`_remove_unused`
     goes by); an archive of another user's is left as it is."""
-    now = time.time() if now is None else now
+    now = time.time()
     try:
         if now - archive.stat().st_mtime >= DAY_SECONDS:
             os.utime(archive, (now, now))
@@ -312,9 +312,9 @@ def _mark_used(archive: Path, now: float | None = None) -> None:
         pass
 
 
-def _remove_unused(folder: Path, now: float | None = None) -> None:
+def _remove_unused(folder: Path) -> None:
     """The folder's archives no session marked used for :data:`UNUSED_DAYS` days."""
-    oldest = (time.time() if now is None else now) - UNUSED_DAYS * DAY_SECONDS
+    oldest = time.time() - UNUSED_DAYS * DAY_SECONDS
     for archive in folder.glob("spark-*.jsa"):
         try:
             if archive.stat().st_mtime < oldest:
